@@ -1,0 +1,29 @@
+"""Kernel command line pieces for the NUMA guest.
+
+Nothing NUMA-related is passed on the command line on purpose: the guest learns
+CPUs, nodes and distances from our ACPI tables and memory from gem5's E820 table,
+both generated from the same ``Topology``. The command line only carries what
+makes a gem5 boot practical.
+"""
+
+from __future__ import annotations
+
+DEBIAN_HZ = 250  # CONFIG_HZ of Debian's 6.1 kernel config
+
+
+def loops_per_jiffy(clock_hz: int, kernel_hz: int = DEBIAN_HZ) -> int:
+    """lpj for a TSC-based delay loop: TSC ticks per jiffy.
+
+    Passing it skips the delay-loop calibration, which costs simulated seconds.
+    """
+    return clock_hz // kernel_hz
+
+
+def kernel_args(clock_hz: int, kernel_hz: int = DEBIAN_HZ, console: str = "ttyS0") -> list[str]:
+    """Arguments in gem5 stdlib form: ``{root_value}`` is filled in by the board."""
+    return [
+        f"earlyprintk={console}",
+        f"console={console}",
+        f"lpj={loops_per_jiffy(clock_hz, kernel_hz)}",
+        "root={root_value}",
+    ]
