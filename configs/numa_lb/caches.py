@@ -80,6 +80,4 @@ def l2_with_l3_share(
     """The L2 grown by this core's share of the socket L3, in whole base-L2 ways."""
     way = l2.size // l2.assoc
     extra_ways = (l3_per_socket // cores_per_socket) // way
-    return CacheGeometry(
-        name=l2.name, size=l2.size + extra_ways * way, assoc=l2.assoc + extra_ways
-    )
+    return CacheGeometry(name=l2.name, size=l2.size + extra_ways * way, assoc=l2.assoc + extra_ways)

@@ -58,8 +58,7 @@ def hop_counts(sockets: int, kind: InterSocket) -> list[list[int]]:
         return [[0 if i == j else 1 for j in range(sockets)] for i in range(sockets)]
     if kind is InterSocket.RING:
         return [
-            [min(abs(i - j), sockets - abs(i - j)) for j in range(sockets)]
-            for i in range(sockets)
+            [min(abs(i - j), sockets - abs(i - j)) for j in range(sockets)] for i in range(sockets)
         ]
     raise ValueError(f"inter_socket: unknown kind {kind!r}")
 

@@ -70,8 +70,7 @@ def parse_frequency(text: str | int | float, what: str = "frequency") -> int:
         match = re.fullmatch(_NUMBER, text)
         if not match or match.group(2).lower() not in _FREQ_UNITS:
             raise ValueError(
-                f"{what}: cannot parse {text!r}; expected a number with a unit Hz, kHz, "
-                "MHz or GHz"
+                f"{what}: cannot parse {text!r}; expected a number with a unit Hz, kHz, MHz or GHz"
             )
         value = float(match.group(1)) * _FREQ_UNITS[match.group(2).lower()]
     if value <= 0 or value != int(value):
