@@ -1,0 +1,122 @@
+"""Hop counts, SLIT distances and the NUMA factor <-> link latency arithmetic."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "configs"))
+
+from numa_lb import numa_factor as nf  # noqa: E402
+from numa_lb.numa_factor import CalibrationTable, InterSocket  # noqa: E402
+from numa_lb.topology import Topology, TopologyError  # noqa: E402
+
+
+def test_full_topology_is_one_hop_everywhere() -> None:
+    assert nf.hop_counts(4, InterSocket.FULL) == [
+        [0, 1, 1, 1],
+        [1, 0, 1, 1],
+        [1, 1, 0, 1],
+        [1, 1, 1, 0],
+    ]
+    assert nf.links(4, InterSocket.FULL) == [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]
+
+
+def test_ring_hops_go_the_short_way_round() -> None:
+    hops = nf.hop_counts(6, InterSocket.RING)
+    assert hops[0] == [0, 1, 2, 3, 2, 1]
+    assert hops[4] == [2, 3, 2, 1, 0, 1]
+    assert nf.links(6, InterSocket.RING) == [(0, 1), (0, 5), (1, 2), (2, 3), (3, 4), (4, 5)]
+    # up to 3 sockets a ring is fully connected
+    assert nf.hop_counts(3, InterSocket.RING) == nf.hop_counts(3, InterSocket.FULL)
+
+
+def test_default_slit_is_ten_times_the_factor() -> None:
+    assert Topology(numa_factor=1.6).slit() == [
+        [10, 16, 16, 16],
+        [16, 10, 16, 16],
+        [16, 16, 10, 16],
+        [16, 16, 16, 10],
+    ]
+    assert Topology(numa_factor=3.0).slit_distance == 30
+    assert Topology(numa_factor=3.14).slit_distance == 31
+    assert Topology(numa_factor=1.25).slit_distance == 13  # half rounds up, not to even
+    assert Topology(numa_factor=1.01).slit_distance == 11  # Linux needs remote > 10
+
+
+def test_slit_distance_is_independent_of_the_factor() -> None:
+    # a sweep over f holding the SLIT (and Linux's RECLAIM_DISTANCE behaviour) fixed
+    for f in (1.2, 1.6, 2.0, 3.0, 4.0):
+        t = Topology(numa_factor=f, slit_remote_distance=20)
+        assert t.slit()[0][1] == 20
+        assert t.target_numa_factor == f
+
+
+def test_ring_slit_grows_linearly_with_hops() -> None:
+    t = Topology(sockets=8, inter_socket="ring", numa_factor=1.6)
+    assert t.slit()[0] == [10, 16, 22, 28, 34, 28, 22, 16]
+    assert t.slit()[3] == [28, 22, 16, 10, 16, 22, 28, 34]
+    assert all(t.slit()[i][i] == 10 for i in range(8))
+    assert t.slit() == [list(row) for row in zip(*t.slit(), strict=True)]  # symmetric
+
+
+def test_single_socket_has_a_trivial_slit() -> None:
+    assert Topology(sockets=1, cores_per_socket=1).slit() == [[10]]
+
+
+def test_first_order_model_inverts() -> None:
+    local = 196.0  # 70 ns at 2.8 GHz
+    # f = 1 + 2 (L + 1) / local  ->  L = (f - 1) local / 2 - 1
+    assert nf.model_link_cycles(1.6, local) == 58  # 57.8 rounded
+    assert nf.model_link_cycles(2.0, local) == 97
+    assert nf.model_link_cycles(3.0, local) == 195
+    assert nf.model_factor(97, local) == pytest.approx(2.0)
+    assert nf.model_factor(97, local, hops=2) == pytest.approx(3.0)
+    assert nf.model_link_cycles(1.001, local) == 1  # never below one cycle
+
+
+def test_topology_resolves_factor_to_cycles_and_back() -> None:
+    link = Topology(numa_factor=2.0).link_latency()
+    assert link.cycles == 97
+    assert link.ns == pytest.approx(97 / 2.8)
+    assert link.predicted_numa_factor == pytest.approx(2.0)
+    assert link.source == "first-order model (uncalibrated)"
+    # the default request is the paper's factor
+    assert Topology().link_latency().requested == "numa_factor=1.6"
+
+
+def test_given_latency_in_ns_and_cycles() -> None:
+    by_ns = Topology(link_latency_ns=20.0).link_latency()
+    assert (by_ns.cycles, by_ns.source, by_ns.requested) == (56, "given", "link_latency_ns=20")
+    by_cycles = Topology(link_latency_cycles=97).link_latency()
+    assert by_cycles.predicted_numa_factor == pytest.approx(2.0)
+    # no factor requested: the SLIT follows the predicted factor
+    assert Topology(link_latency_cycles=97).slit_distance == 20
+    assert nf.ns_to_cycles(0.1, 2_800_000_000) == 1
+
+
+CAL_CSV = "link_latency_cycles,measured_numa_factor\n10,1.2\n50,1.5\n150,2.5\n"
+
+
+def test_calibration_table_interpolates_both_ways(tmp_path: Path) -> None:
+    path = tmp_path / "cal.csv"
+    path.write_text(CAL_CSV)
+    cal = CalibrationTable.from_csv(path)
+    assert cal.factor(30) == pytest.approx(1.35)
+    assert cal.link_cycles(2.0) == 100
+    assert cal.link_cycles(1.2) == 10
+    t = Topology(numa_factor=2.0, calibration=cal)
+    assert t.link_latency().cycles == 100
+    assert t.link_latency().source == str(path)
+    assert t.link_latency().predicted_numa_factor == pytest.approx(2.0)
+    with pytest.raises(TopologyError, match="numa_factor: 3.0 is outside the calibrated range"):
+        Topology(numa_factor=3.0, calibration=cal)
+
+
+def test_calibration_table_must_be_monotonic() -> None:
+    with pytest.raises(ValueError, match="increase strictly"):
+        CalibrationTable(points=((10, 1.5), (20, 1.4)), source="bad")
+    with pytest.raises(ValueError, match="two points"):
+        CalibrationTable(points=((10, 1.5),), source="short")
