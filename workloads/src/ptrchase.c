@@ -1,0 +1,511 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * ptrchase - dependent-load latency benchmark for NUMA-factor calibration.
+ *
+ * Builds a chain of 64-byte lines linked in one random cycle (Sattolo's
+ * algorithm) over a region much larger than the caches, so every load
+ * misses and depends on the previous one; the time per load is the memory
+ * latency seen from the CPU node to the memory node. --cpu-node pins the
+ * threads to that node's CPUs (sched_setaffinity), --mem-node binds the
+ * region to that node (mbind MPOL_BIND, raw syscall: no libnuma).
+ * --sweep measures every (cpu node, mem node) pair and prints the matrix
+ * and the NUMA factor = mean remote latency / mean local latency.
+ *
+ * The random order defeats prefetchers; THP (madvise) keeps TLB misses
+ * out of the figure as far as the kernel allows (--no-hugepage to see
+ * them). With --threads > 1 each thread chases its own chain at the same
+ * time (loaded latency).
+ *
+ * Verification: the index permutation is checked to be a single cycle of
+ * all lines, and each thread's final position after the timed loads must
+ * equal the position predicted from the permutation.
+ *
+ * --size: bytes of each thread's chain; --iters: timed loads per thread.
+ */
+#include "common.h"
+
+#include <errno.h>
+#include <math.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#ifndef MPOL_BIND
+#define MPOL_BIND 2
+#endif
+#ifndef MPOL_MF_STRICT
+#define MPOL_MF_STRICT (1 << 0)
+#define MPOL_MF_MOVE (1 << 1)
+#endif
+
+#define HUGE_ALIGN (2UL << 20)
+
+struct line {
+	struct line *next;
+	uint64_t pad[7];	/* one cache line per element */
+};
+
+struct chase {
+	/* inputs */
+	uint64_t n_lines, loads, seed;
+	int cpu_node, mem_node, hugepage, id;
+	pthread_barrier_t *ready;
+	/* outputs */
+	struct line *lines;
+	void *map_base;		/* lines is map_base rounded up to 2 MiB */
+	size_t map_len;
+	double ns_per_load;
+	int verified, err, placement_node_pages_ok;
+	struct wl_thread_rec rec;
+	const char *errmsg;
+};
+
+/* ---- sysfs topology ------------------------------------------------------ */
+
+/* Parse a kernel cpulist/nodelist ("0-3,8,10-11") into a bitmap. */
+static int parse_list(const char *path, unsigned char *bits, int max)
+{
+	char buf[4096], *p;
+	FILE *f = fopen(path, "r");
+	int n = 0;
+
+	memset(bits, 0, (size_t)max);
+	if (!f)
+		return -1;
+	if (!fgets(buf, sizeof(buf), f)) {
+		fclose(f);
+		return 0;	/* empty list (e.g. a memory-only node's cpulist) */
+	}
+	fclose(f);
+	p = buf;
+	while (*p && *p != '\n') {
+		long a = strtol(p, &p, 10), b = a;
+
+		if (*p == '-')
+			b = strtol(p + 1, &p, 10);
+		for (; a <= b && a < max; a++, n++)
+			bits[a] = 1;
+		if (*p == ',')
+			p++;
+		else
+			break;
+	}
+	return n;
+}
+
+static int node_cpus(int node, cpu_set_t *set)
+{
+	unsigned char bits[CPU_SETSIZE];
+	char path[128];
+	int i, n;
+
+	snprintf(path, sizeof(path), "/sys/devices/system/node/node%d/cpulist", node);
+	n = parse_list(path, bits, CPU_SETSIZE);
+	if (n <= 0)
+		return -1;
+	CPU_ZERO(set);
+	for (i = 0; i < CPU_SETSIZE; i++)
+		if (bits[i])
+			CPU_SET(i, set);
+	return 0;
+}
+
+/* ---- placement ------------------------------------------------------------- */
+
+static int bind_region(void *p, size_t len, int node)
+{
+	unsigned long mask[WL_MAX_NODES / (8 * sizeof(unsigned long))];
+
+	memset(mask, 0, sizeof(mask));
+	mask[node / (8 * sizeof(unsigned long))] |= 1UL << (node % (8 * sizeof(unsigned long)));
+	/* maxnode counts bits and the kernel drops the last one, hence +1 */
+	if (syscall(SYS_mbind, p, len, MPOL_BIND, mask, (unsigned long)WL_MAX_NODES + 1,
+		    MPOL_MF_STRICT | MPOL_MF_MOVE))
+		return -errno;
+	return 0;
+}
+
+/* ---- the benchmark ------------------------------------------------------- */
+
+static uint64_t rng_next(uint64_t *s)
+{
+	*s += 0x9e3779b97f4a7c15ULL;
+	return wl_mix(*s);
+}
+
+static struct line *walk(struct line *p, uint64_t n)
+{
+	/* unrolled so loop overhead hides under the load latency */
+	while (n >= 8) {
+		p = p->next; p = p->next; p = p->next; p = p->next;
+		p = p->next; p = p->next; p = p->next; p = p->next;
+		n -= 8;
+	}
+	while (n--)
+		p = p->next;
+	return p;
+}
+
+static void *chase_thread(void *arg)
+{
+	struct chase *c = arg;
+	uint64_t n = c->n_lines, i, steps, pos, rs = c->seed * 0x10001ULL + (uint64_t)c->id;
+	uint32_t *perm = NULL;
+	size_t bytes = n * sizeof(struct line);
+	struct line *end;
+	uint64_t warm;
+	double t0, t1;
+
+	wl_thread_start(&c->rec);
+	if (c->cpu_node >= 0) {
+		cpu_set_t set;
+
+		if (node_cpus(c->cpu_node, &set) ||
+		    sched_setaffinity(0, sizeof(set), &set)) {
+			c->err = WL_EX_RUNTIME;
+			c->errmsg = "cannot run on the CPUs of --cpu-node";
+			goto out;
+		}
+		sched_yield();	/* let the scheduler move us now */
+		wl_current_cpu_node(&c->rec.cpu_start, &c->rec.node_start);
+	}
+
+	/* Over-map and align to 2 MiB so the whole chain can be backed by
+	 * transparent huge pages; an unaligned start would leave 4 KiB pages
+	 * (and their TLB misses) at both ends. */
+	c->map_len = bytes + HUGE_ALIGN;
+	c->map_base = wl_map(c->map_len);
+	if (!c->map_base) {
+		c->err = WL_EX_RUNTIME;
+		c->errmsg = "mmap failed";
+		goto out;
+	}
+	c->lines = (struct line *)(((uintptr_t)c->map_base + HUGE_ALIGN - 1) &
+				   ~(uintptr_t)(HUGE_ALIGN - 1));
+	if (c->hugepage)
+		(void)madvise(c->lines, bytes, MADV_HUGEPAGE);
+	if (c->mem_node >= 0 && bind_region(c->lines, bytes, c->mem_node)) {
+		c->err = WL_EX_RUNTIME;
+		c->errmsg = "mbind to --mem-node failed";
+		goto out;
+	}
+
+	/* Sattolo: a uniformly random permutation with a single cycle. */
+	perm = malloc(n * sizeof(*perm));
+	if (!perm) {
+		c->err = WL_EX_RUNTIME;
+		c->errmsg = "malloc failed";
+		goto out;
+	}
+	for (i = 0; i < n; i++)
+		perm[i] = (uint32_t)i;
+	for (i = n - 1; i > 0; i--) {
+		uint64_t j = rng_next(&rs) % i;
+		uint32_t t = perm[i];
+
+		perm[i] = perm[j];
+		perm[j] = t;
+	}
+	/* check: one cycle through all n lines */
+	for (pos = 0, steps = 0; steps == 0 || pos != 0; steps++) {
+		pos = perm[pos];
+		if (steps > n)
+			break;
+	}
+	c->verified = steps == n;
+	for (i = 0; i < n; i++) {
+		c->lines[i].next = &c->lines[perm[i]];
+		c->lines[i].pad[0] = i;
+	}
+	c->rec.first_touch_node = c->rec.node_start;
+
+	warm = n < 100000 ? n : 100000;
+	pthread_barrier_wait(c->ready);	/* concurrent threads start together */
+	end = walk(&c->lines[0], warm);
+	t0 = wl_now();
+	end = walk(end, c->loads);
+	t1 = wl_now();
+	c->ns_per_load = (t1 - t0) * 1e9 / (double)c->loads;
+
+	/* the timed loop must have taken exactly warm + loads steps */
+	steps = (warm + c->loads) % n;
+	for (pos = 0; steps; steps--)
+		pos = perm[pos];
+	c->verified = c->verified && end == &c->lines[pos];
+	wl_thread_end(&c->rec);
+	free(perm);
+	return NULL;
+out:
+	/* keep the barrier count right even when this thread failed */
+	pthread_barrier_wait(c->ready);
+	free(perm);
+	return NULL;
+}
+
+/* Run one (cpu node, mem node) measurement with o->threads chasers. */
+static int measure(const struct wl_opts *o, int cpu_node, int mem_node,
+		   struct chase *cs, int *tasks)
+{
+	pthread_barrier_t ready;
+	pthread_t *tids = calloc((size_t)o->threads, sizeof(*tids));
+	int t;
+
+	if (!tids)
+		return WL_EX_RUNTIME;
+	pthread_barrier_init(&ready, NULL, (unsigned)o->threads + 1);
+	for (t = 0; t < o->threads; t++) {
+		memset(&cs[t], 0, sizeof(cs[t]));
+		cs[t].n_lines = o->size / sizeof(struct line);
+		cs[t].loads = o->iters;
+		cs[t].seed = o->seed;
+		cs[t].cpu_node = cpu_node;
+		cs[t].mem_node = mem_node;
+		cs[t].hugepage = o->hugepage;
+		cs[t].id = t;
+		cs[t].ready = &ready;
+		if (pthread_create(&tids[t], NULL, chase_thread, &cs[t])) {
+			free(tids);
+			return WL_EX_RUNTIME;
+		}
+	}
+	pthread_barrier_wait(&ready);
+	if (tasks)
+		*tasks = wl_count_tasks();
+	for (t = 0; t < o->threads; t++)
+		pthread_join(tids[t], NULL);
+	pthread_barrier_destroy(&ready);
+	free(tids);
+	for (t = 0; t < o->threads; t++)
+		if (cs[t].err) {
+			fprintf(stderr, "ptrchase: cpu node %d, mem node %d (-1 = unbound): %s\n",
+				cpu_node, mem_node, cs[t].errmsg);
+			return cs[t].err;
+		}
+	return WL_EX_OK;
+}
+
+static double mean_ns(const struct chase *cs, int n)
+{
+	double s = 0;
+	int t;
+
+	for (t = 0; t < n; t++)
+		s += cs[t].ns_per_load;
+	return s / n;
+}
+
+static void release(struct chase *cs, int n)
+{
+	int t;
+
+	for (t = 0; t < n; t++) {
+		wl_unmap(cs[t].map_base, cs[t].map_len);
+		cs[t].map_base = NULL;
+		cs[t].lines = NULL;
+	}
+}
+
+static int run_single(const struct wl_opts *o, struct chase *cs, double t0)
+{
+	struct wl_json j;
+	int rc, t, tasks = -1, ok = 1, started = 0;
+	uint64_t bytes = (o->size / sizeof(struct line)) * sizeof(struct line);
+	double t1;
+
+	rc = measure(o, o->cpu_node, o->mem_node, cs, &tasks);
+	if (rc)
+		return rc;
+	t1 = wl_now();
+	wl_json_begin(&j);
+	for (t = 0; t < o->threads; t++) {
+		ok = ok && cs[t].verified;
+		started += cs[t].rec.tid > 0;
+	}
+	wl_json_common(&j, "ptrchase", o, tasks, started, 0.0, t1 - t0, t1 - t0);
+	wl_json_str(&j, "mode", "single");
+	wl_json_i64(&j, "cpu_node", o->cpu_node);
+	wl_json_i64(&j, "mem_node", o->mem_node);
+	wl_json_u64(&j, "chain_lines", o->size / sizeof(struct line));
+	wl_json_u64(&j, "loads_per_thread", o->iters);
+	wl_json_dbl(&j, "ns_per_load", mean_ns(cs, o->threads));
+	wl_json_key(&j, "ns_per_load_per_thread");
+	wl_json_raw(&j, "[");
+	for (t = 0; t < o->threads; t++)
+		wl_json_raw(&j, "%s%.4f", t ? "," : "", cs[t].ns_per_load);
+	wl_json_raw(&j, "]");
+	wl_json_bool(&j, "hugepage", o->hugepage);
+	wl_json_bool(&j, "verified", ok);
+	{
+		struct wl_thread_rec rec[WL_MAX_THREADS];
+
+		for (t = 0; t < o->threads; t++)
+			rec[t] = cs[t].rec;
+		wl_json_threads(&j, rec, o->threads);
+	}
+	if (o->placement) {
+		char name[32];
+
+		wl_json_obj_begin(&j, "placement_end");
+		for (t = 0; t < o->threads; t++) {
+			snprintf(name, sizeof(name), "chain%d", t);
+			wl_json_placement(&j, name, cs[t].lines, bytes,
+					  o->mem_node >= 0 ? o->mem_node
+							   : cs[t].rec.first_touch_node);
+		}
+		wl_json_obj_end(&j);
+	}
+	wl_json_end_print(&j);
+	release(cs, o->threads);
+	return ok ? WL_EX_OK : WL_EX_VERIFY;
+}
+
+static int run_sweep(const struct wl_opts *o, struct chase *cs, double t0)
+{
+	unsigned char online[WL_MAX_NODES], mem[WL_MAX_NODES];
+	int cpun[WL_MAX_NODES], memn[WL_MAX_NODES], ncpu = 0, nmem = 0;
+	uint64_t bytes = (o->size / sizeof(struct line)) * sizeof(struct line);
+	double *lat, local = 0, remote = 0;
+	int nlocal = 0, nremote = 0, i, k, t, rc, ok = 1, tasks = -1;
+	long *onnode;
+	struct wl_json j;
+
+	if (parse_list("/sys/devices/system/node/online", online, WL_MAX_NODES) <= 0) {
+		fprintf(stderr, "ptrchase: no NUMA nodes in /sys/devices/system/node\n");
+		return WL_EX_RUNTIME;
+	}
+	if (parse_list("/sys/devices/system/node/has_memory", mem, WL_MAX_NODES) <= 0)
+		memcpy(mem, online, sizeof(mem));
+	for (i = 0; i < WL_MAX_NODES; i++) {
+		cpu_set_t set;
+
+		if (online[i] && node_cpus(i, &set) == 0)
+			cpun[ncpu++] = i;
+		if (online[i] && mem[i])
+			memn[nmem++] = i;
+	}
+	lat = calloc((size_t)(ncpu * nmem), sizeof(double));
+	onnode = calloc((size_t)(ncpu * nmem), sizeof(long));
+	if (!lat || !onnode)
+		return WL_EX_RUNTIME;
+
+	for (i = 0; i < ncpu; i++)
+		for (k = 0; k < nmem; k++) {
+			long hist[WL_MAX_NODES] = { 0 }, absent, errs;
+
+			rc = measure(o, cpun[i], memn[k], cs, &tasks);
+			if (rc)
+				return rc;
+			lat[i * nmem + k] = mean_ns(cs, o->threads);
+			for (t = 0; t < o->threads; t++) {
+				ok = ok && cs[t].verified;
+				if (wl_page_nodes(cs[t].lines, bytes, hist, &absent, &errs) == 0)
+					onnode[i * nmem + k] += hist[memn[k]];
+			}
+			release(cs, o->threads);
+			if (cpun[i] == memn[k]) {
+				local += lat[i * nmem + k];
+				nlocal++;
+			} else {
+				remote += lat[i * nmem + k];
+				nremote++;
+			}
+		}
+
+	/* human-readable matrix on stderr, machine-readable line on stdout */
+	fprintf(stderr, "ptrchase: ns per load, rows = cpu node, columns = memory node\n");
+	fprintf(stderr, "%8s", "cpu\\mem");
+	for (k = 0; k < nmem; k++)
+		fprintf(stderr, " %9d", memn[k]);
+	fprintf(stderr, "\n");
+	for (i = 0; i < ncpu; i++) {
+		fprintf(stderr, "%8d", cpun[i]);
+		for (k = 0; k < nmem; k++)
+			fprintf(stderr, " %9.2f", lat[i * nmem + k]);
+		fprintf(stderr, "\n");
+	}
+	if (nlocal && nremote)
+		fprintf(stderr, "ptrchase: NUMA factor (mean remote / mean local) = %.3f\n",
+			(remote / nremote) / (local / nlocal));
+	else
+		fprintf(stderr, "ptrchase: NUMA factor undefined (no %s pairs)\n",
+			nremote ? "local" : "remote");
+
+	wl_json_begin(&j);
+	wl_json_common(&j, "ptrchase", o, tasks, o->threads, 0.0, wl_now() - t0,
+		       wl_now() - t0);
+	wl_json_str(&j, "mode", "sweep");
+	wl_json_u64(&j, "chain_lines", o->size / sizeof(struct line));
+	wl_json_u64(&j, "loads_per_thread", o->iters);
+	wl_json_bool(&j, "hugepage", o->hugepage);
+	wl_json_key(&j, "cpu_nodes");
+	wl_json_raw(&j, "[");
+	for (i = 0; i < ncpu; i++)
+		wl_json_raw(&j, "%s%d", i ? "," : "", cpun[i]);
+	wl_json_raw(&j, "]");
+	wl_json_key(&j, "mem_nodes");
+	wl_json_raw(&j, "[");
+	for (k = 0; k < nmem; k++)
+		wl_json_raw(&j, "%s%d", k ? "," : "", memn[k]);
+	wl_json_raw(&j, "]");
+	wl_json_key(&j, "matrix_ns");
+	wl_json_raw(&j, "[");
+	for (i = 0; i < ncpu; i++) {
+		wl_json_raw(&j, "%s[", i ? "," : "");
+		for (k = 0; k < nmem; k++)
+			wl_json_raw(&j, "%s%.4f", k ? "," : "", lat[i * nmem + k]);
+		wl_json_raw(&j, "]");
+	}
+	wl_json_raw(&j, "]");
+	/* pages found on the requested memory node, per pair: the binding check */
+	wl_json_key(&j, "pages_on_mem_node");
+	wl_json_raw(&j, "[");
+	for (i = 0; i < ncpu; i++) {
+		wl_json_raw(&j, "%s[", i ? "," : "");
+		for (k = 0; k < nmem; k++)
+			wl_json_raw(&j, "%s%ld", k ? "," : "", onnode[i * nmem + k]);
+		wl_json_raw(&j, "]");
+	}
+	wl_json_raw(&j, "]");
+	wl_json_i64(&j, "pages_per_pair",
+		    (int64_t)(o->threads * ((bytes + (uint64_t)sysconf(_SC_PAGESIZE) - 1) /
+					    (uint64_t)sysconf(_SC_PAGESIZE))));
+	wl_json_dbl(&j, "local_ns", nlocal ? local / nlocal : NAN);
+	wl_json_dbl(&j, "remote_ns", nremote ? remote / nremote : NAN);
+	wl_json_dbl(&j, "numa_factor",
+		    nlocal && nremote ? (remote / nremote) / (local / nlocal) : NAN);
+	wl_json_bool(&j, "verified", ok);
+	wl_json_end_print(&j);
+	free(lat);
+	free(onnode);
+	return ok ? WL_EX_OK : WL_EX_VERIFY;
+}
+
+int main(int argc, char **argv)
+{
+	struct wl_opts o = { .size = 64 << 20, .threads = 1, .iters = 1000000, .seed = 1,
+			     .placement = 1, .cpu_node = -1, .mem_node = -1, .hugepage = 1 };
+	struct chase *cs;
+	int rc;
+
+	if (wl_parse(argc, argv, "ptrchase",
+		     "Pointer-chasing load latency, bindable to a (cpu node, memory node) "
+		     "pair.\n--size is each thread's chain; --iters the timed loads per "
+		     "thread.",
+		     WL_OPT_PTRCHASE, &o, &rc))
+		return rc;
+	if (o.size / sizeof(struct line) < 2 || o.size / sizeof(struct line) > UINT32_MAX) {
+		fprintf(stderr, "ptrchase: --size must hold 2 .. 2^32-1 lines of 64 bytes\n");
+		return WL_EX_USAGE;
+	}
+	if (o.sweep && (o.cpu_node >= 0 || o.mem_node >= 0)) {
+		fprintf(stderr, "ptrchase: --sweep chooses the nodes itself\n");
+		return WL_EX_USAGE;
+	}
+	cs = calloc((size_t)o.threads, sizeof(*cs));
+	if (!cs)
+		return WL_EX_RUNTIME;
+	return o.sweep ? run_sweep(&o, cs, wl_now()) : run_single(&o, cs, wl_now());
+}
