@@ -1,0 +1,89 @@
+"""Build the NUMA machine and instantiate it, without simulating (config check).
+
+    gem5.opt configs/numa_instantiate.py --sockets 2 --cores-per-socket 2 \
+        --kernel /path/to/vmlinux
+
+Prints one ``INSTANTIATED ...`` line with the resolved topology and exits 0. A
+kernel is needed only because gem5's x86 FS workload refuses to initialise
+without one; nothing is executed. Used by tests/gem5.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import m5
+from gem5.components.processors.cpu_types import CPUTypes
+from gem5.components.processors.simple_processor import SimpleProcessor
+from gem5.isas import ISA
+from m5.objects import Root
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from numa_lb.hammer_hierarchy import NumaHammerCacheHierarchy  # noqa: E402
+from numa_lb.numa_board import NumaX86Board  # noqa: E402
+from numa_lb.topology import Topology, TopologyError  # noqa: E402
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sockets", type=int, default=4)
+    p.add_argument("--cores-per-socket", type=int, default=4)
+    p.add_argument("--mem-per-node", default="512MiB")
+    p.add_argument("--inter-socket", default="full", choices=["full", "ring"])
+    p.add_argument("--numa-factor", type=float)
+    p.add_argument("--link-latency", help="cycles (integer) or time, e.g. 20ns")
+    p.add_argument("--slit-remote-distance", type=int)
+    p.add_argument("--no-probe-filter", action="store_true")
+    p.add_argument("--cpu-type", default="atomic", choices=["atomic", "timing"])
+    p.add_argument("--kernel", required=True, type=Path)
+    return p.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
+    try:
+        topology = Topology.from_options(
+            sockets=args.sockets,
+            cores_per_socket=args.cores_per_socket,
+            mem_per_node=args.mem_per_node,
+            inter_socket=args.inter_socket,
+            numa_factor=args.numa_factor,
+            link_latency=args.link_latency,
+            slit_remote_distance=args.slit_remote_distance,
+            probe_filter=not args.no_probe_filter,
+        )
+    except TopologyError as err:
+        sys.exit(f"invalid topology: {err}")
+    cpu_type = CPUTypes.ATOMIC if args.cpu_type == "atomic" else CPUTypes.TIMING
+    processor = SimpleProcessor(cpu_type=cpu_type, isa=ISA.X86, num_cores=topology.ncpus)
+    board = NumaX86Board(
+        topology=topology,
+        processor=processor,
+        cache_hierarchy=NumaHammerCacheHierarchy(topology),
+    )
+    # Minimal FS set-up without a disk: the kernel is loaded, never run.
+    board._set_fullsystem(True)
+    board.workload.object_file = str(args.kernel)
+    board.workload.command_line = " ".join(board.get_default_kernel_args())
+
+    root = Root(full_system=True, board=board)
+    board._pre_instantiate()
+    m5.instantiate()
+    summary = {
+        "sockets": topology.sockets,
+        "ncpus": topology.ncpus,
+        "link_latency_cycles": topology.link_latency().cycles,
+        "node_ranges": [[r.start, r.end] for r in topology.node_ranges()],
+        "directories": len(board.cache_hierarchy.ruby_system.directories),
+        "int_links": len(board.cache_hierarchy.ruby_system.network.int_links),
+    }
+    print("INSTANTIATED " + json.dumps(summary), flush=True)
+    del root
+
+
+if __name__ == "__m5_main__":
+    main()

@@ -1,0 +1,122 @@
+"""gem5 tier: instantiate 1x1, 2x2 and 4x4 NUMA machines and check what gem5 built.
+
+Needs $GEM5 (a gem5.opt built for X86 with PROTOCOL=MOESI_hammer) and a kernel
+ELF ($NUMA_LB_VMLINUX, else the artifact of kernel-patches/kbuild.py); gem5's x86
+FS workload refuses to initialise without one, but nothing is executed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "configs"))
+
+from numa_lb.acpi import build_blob  # noqa: E402
+from numa_lb.topology import Topology  # noqa: E402
+
+pytestmark = pytest.mark.gem5
+
+
+def _gem5() -> Path | None:
+    value = os.environ.get("GEM5")
+    return Path(value) if value and Path(value).is_file() else None
+
+
+def _kernel() -> Path | None:
+    value = os.environ.get("NUMA_LB_VMLINUX")
+    if value:
+        return Path(value) if Path(value).is_file() else None
+    try:
+        out = subprocess.run(
+            [sys.executable, str(REPO / "kernel-patches" / "kbuild.py"), "path"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    vmlinux = Path(out.stdout.strip() or "/nonexistent") / "vmlinux"
+    return vmlinux if out.returncode == 0 and vmlinux.is_file() else None
+
+
+GEM5 = _gem5()
+KERNEL = _kernel() if GEM5 else None
+if GEM5 is None:
+    REASON = "SKIPPED gem5: $GEM5 is not set to a gem5.opt binary"
+elif KERNEL is None:
+    REASON = "SKIPPED gem5: no kernel ($NUMA_LB_VMLINUX unset, no kbuild.py artifact)"
+else:
+    REASON = ""
+if REASON:
+    print(REASON)
+
+
+def _objects(node: Any, type_name: str) -> list[dict[str, Any]]:
+    """Every SimObject of a given C++ type in gem5's config.json tree."""
+    found = []
+    if isinstance(node, dict):
+        if node.get("type") == type_name:
+            found.append(node)
+        for value in node.values():
+            found += _objects(value, type_name)
+    elif isinstance(node, list):
+        for value in node:
+            found += _objects(value, type_name)
+    return found
+
+
+@pytest.mark.skipif(bool(REASON), reason=REASON or "n/a")
+@pytest.mark.parametrize(("sockets", "cores"), [(1, 1), (2, 2), (4, 4)])
+def test_instantiate(sockets: int, cores: int, tmp_path: Path) -> None:
+    assert GEM5 is not None and KERNEL is not None
+    run = subprocess.run(
+        [
+            str(GEM5),
+            "--outdir",
+            str(tmp_path),
+            str(REPO / "configs" / "numa_instantiate.py"),
+            "--sockets",
+            str(sockets),
+            "--cores-per-socket",
+            str(cores),
+            "--kernel",
+            str(KERNEL),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    line = next(x for x in run.stdout.splitlines() if x.startswith("INSTANTIATED "))
+    summary = json.loads(line.removeprefix("INSTANTIATED "))
+    topo = Topology(sockets=sockets, cores_per_socket=cores)
+    assert summary["ncpus"] == sockets * cores
+    assert summary["directories"] == sockets
+    assert summary["int_links"] == sockets * (sockets - 1)  # fully connected, both ways
+
+    # the firmware blob gem5 loads is exactly the one the topology describes
+    assert (tmp_path / "numa_acpi.bin").read_bytes() == build_blob(topo).data
+    record = json.loads((tmp_path / "numa_topology.json").read_text())
+    assert record["slit"] == topo.slit()
+
+    config = json.loads((tmp_path / "config.json").read_text())
+    workload = _objects(config, "X86FsLinux")[0]
+    assert workload["extras_addrs"] == [0xE0000]
+    assert not workload.get("acpi_description_table_pointer")
+    directories = sorted(_objects(config, "Directory_Controller"), key=lambda d: d["version"])
+    assert [d["probe_filter_enabled"] for d in directories] == [True] * sockets
+    # gem5 prints an AddrRange as "start:end" (decimal, end exclusive)
+    assert [d["addr_ranges"] for d in directories] == [
+        [f"{r.start}:{r.end}"] for r in topo.node_ranges()
+    ]
+    links = _objects(config, "SimpleIntLink")
+    assert {link["latency"] for link in links} <= {topo.link_latency().cycles}
+    assert len(_objects(config, "L1Cache_Controller")) == sockets * cores
