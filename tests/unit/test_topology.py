@@ -162,6 +162,16 @@ def test_record_holds_requested_and_resolved_values() -> None:
     assert rec["kernel_args"][1] == "console=ttyS0"
 
 
+def test_record_is_json_and_differs_between_topologies() -> None:
+    import json
+
+    a = json.loads(json.dumps(Topology().to_record()))
+    b = json.loads(json.dumps(Topology(sockets=2, inter_socket="ring").to_record()))
+    assert a["sockets"] == 4 and b["sockets"] == 2
+    assert a["inter_socket"] == "full" and b["inter_socket"] == "ring"
+    assert len(a["slit"]) == 4 and len(b["slit"]) == 2
+
+
 def test_kernel_args_agree_with_the_clock() -> None:
     assert Topology().kernel_args() == [
         "earlyprintk=ttyS0",
