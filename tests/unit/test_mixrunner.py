@@ -1,0 +1,461 @@
+"""Unit tests for workloads/mixrunner.py: job parsing, formatting helpers, and
+real small runs on this host (as a normal process).
+
+The host kernel has no kernel.sched_numa_lb_policy, so the real-/proc run
+checks that the runner records it as absent and carries on. Writes to
+sysctls are only ever made into a fake /proc/sys tree under tmp_path: a test
+must never change the host's numa_balancing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+WL = REPO / "workloads"
+sys.path.insert(0, str(WL))
+import mixrunner as mr  # noqa: E402
+
+# ---------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="session")
+def bindir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if shutil.which("gcc") is None or shutil.which("make") is None:
+        pytest.skip("SKIPPED unit-c: gcc/make not found")
+    out = tmp_path_factory.mktemp("mixbin")
+    p = subprocess.run(
+        ["make", "-C", str(WL / "src"), f"O={out}"], capture_output=True, text=True, timeout=180
+    )
+    assert p.returncode == 0, p.stderr
+    return out
+
+
+@pytest.fixture()
+def fake_sysctl(tmp_path: Path) -> Path:
+    root = tmp_path / "sys"
+    (root / "kernel").mkdir(parents=True)
+    (root / "kernel" / "sched_numa_lb_policy").write_text("default\n")
+    (root / "kernel" / "numa_balancing").write_text("0\n")
+    return root
+
+
+def records(outdir: Path) -> list[dict[str, Any]]:
+    lines = (outdir / "results.jsonl").read_text().splitlines()
+    return [json.loads(x) for x in lines]
+
+
+def by_type(recs: list[dict[str, Any]], t: str) -> list[dict[str, Any]]:
+    return [r for r in recs if r["type"] == t]
+
+
+def small_job(**kw: Any) -> dict[str, Any]:
+    job: dict[str, Any] = {
+        "run_id": "unit",
+        "sample_interval_s": 0.01,
+        "timeout_s": 60,
+        "programs": [
+            {
+                "name": "lft",
+                "workload": "leader_ft",
+                "threads": 2,
+                "args": ["--size=4M", "--iters=40"],
+            },
+            {
+                "name": "mc",
+                "workload": "master_clients",
+                "threads": 2,
+                "args": ["--size=2M", "--iters=40"],
+            },
+        ],
+    }
+    job.update(kw)
+    return job
+
+
+# ------------------------------------------------------------- job parsing
+
+
+def test_load_job_defaults() -> None:
+    j = mr.load_job({"programs": [{"workload": "leader_ft"}]})
+    assert j["policy"] is None and j["numa_balancing"] is None
+    assert j["pinning"] == "free" and j["pin_threads"] is True
+    assert j["strict_policy"] is False and j["restore_sysctls"] is True
+    p = j["programs"][0]
+    assert p["name"] == "0-leader_ft" and p["threads"] == 1 and p["args"] == []
+    assert j["parsec"] == {
+        "root": "/home/gem5/parsec-benchmark",
+        "config": "gcc-hooks",
+        "launcher": "parsecmgmt",
+    }
+
+
+def test_autonuma_is_default_plus_numa_balancing() -> None:
+    j = mr.load_job({"policy": "autonuma", "programs": [{"cmd": ["true"]}]})
+    assert (j["policy"], j["numa_balancing"], j["policy_requested"]) == ("default", 1, "autonuma")
+    with pytest.raises(mr.JobError):
+        mr.load_job({"policy": "autonuma", "numa_balancing": 0, "programs": [{"cmd": ["x"]}]})
+
+
+def test_parsec_program_normalised() -> None:
+    j = mr.load_job({"programs": [{"parsec": "fmm", "threads": 8}]})
+    p = j["programs"][0]
+    assert p["parsec"] == "splash2x.fmm" and p["input"] == "simsmall"
+    assert p["name"] == "0-splash2x.fmm"
+
+
+@pytest.mark.parametrize(
+    "job",
+    [
+        [],
+        {},
+        {"programs": []},
+        {"programs": [{"workload": "nope"}]},
+        {"programs": [{"workload": "leader_ft", "cmd": ["x"]}]},
+        {"programs": [{"cmd": []}]},
+        {"programs": [{"cmd": ["x"], "threads": 0}]},
+        {"programs": [{"cmd": ["x"], "threads": True}]},
+        {"programs": [{"cmd": ["x"], "args": [1]}]},
+        {"programs": [{"cmd": ["x"], "colour": "red"}]},
+        {"programs": [{"cmd": ["x"], "name": "a b"}]},
+        {"programs": [{"cmd": ["x"], "name": "a"}, {"cmd": ["y"], "name": "a"}]},
+        {"programs": [{"parsec": "raytrace"}]},
+        {"programs": [{"parsec": "canneal", "input": "huge"}]},
+        {"programs": [{"parsec": "canneal", "args": ["-x"]}]},
+        {"programs": [{"cmd": ["x"]}], "pinning": "sideways"},
+        {"programs": [{"cmd": ["x"]}], "numa_balancing": 2},
+        {"programs": [{"cmd": ["x"]}], "policy": "MB; rm -rf /"},
+        {"programs": [{"cmd": ["x"]}], "sample_interval_s": 0},
+        {"programs": [{"cmd": ["x"]}], "timeout_s": -1},
+        {"programs": [{"cmd": ["x"]}], "schema": 2},
+        {"programs": [{"cmd": ["x"]}], "surprise": 1},
+        {"programs": [{"cmd": ["x"]}], "parsec": {"launcher": "magic"}},
+    ],
+)
+def test_bad_jobs_rejected(job: Any) -> None:
+    with pytest.raises(mr.JobError):
+        mr.load_job(job)
+
+
+def test_cli_invalid_job_exit_2(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    p = subprocess.run(
+        [sys.executable, str(WL / "mixrunner.py"), str(bad), "--outdir", str(tmp_path / "o")],
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert p.returncode == 2 and "invalid job" in p.stderr
+    assert not (tmp_path / "o").exists()
+
+
+# ---------------------------------------------------------------- parsing
+
+
+def test_parse_list_and_topology(tmp_path: Path) -> None:
+    assert mr.parse_list("0-3,8,10-11\n") == [0, 1, 2, 3, 8, 10, 11]
+    assert mr.parse_list("") == []
+    base = tmp_path / "devices/system/node"
+    for n, cpus in ((0, "0-1"), (1, "2-3"), (2, "")):
+        (base / f"node{n}").mkdir(parents=True)
+        (base / f"node{n}" / "cpulist").write_text(cpus + "\n")
+        (base / f"node{n}" / "numastat").write_text(f"numa_hit {100 + n}\nnuma_miss {n}\n")
+    (base / "online").write_text("0-2\n")
+    assert mr.node_cpus(str(tmp_path)) == {0: [0, 1], 1: [2, 3], 2: []}
+    ns = mr.numastat(str(tmp_path))
+    assert ns["1"] == {"numa_hit": 101, "numa_miss": 1}
+
+
+def test_parse_kv_and_delta() -> None:
+    a = mr.parse_kv_numbers("nr_free 10\npgmigrate_success 3\nbogus line here\n")
+    b = mr.parse_kv_numbers("nr_free 7\npgmigrate_success 9\nnew_key 1\n")
+    assert a == {"nr_free": 10, "pgmigrate_success": 3}
+    assert mr.delta(a, b) == {"nr_free": -3, "pgmigrate_success": 6}
+    assert mr.delta({"0": a}, {"0": b}) == {"0": {"nr_free": -3, "pgmigrate_success": 6}}
+    assert mr.delta([1, 2], [4, 6]) == [3, 4]
+    assert mr.delta("x", "y") is None
+
+
+def test_parse_lb_stats_formats() -> None:
+    assert mr.parse_lb_stats(None) is None
+    # key: value lines
+    kv = mr.parse_lb_stats("attempts: 12\nevaluated 40\nselect_ns: 999\n")
+    assert kv == {"attempts": 12, "evaluated": 40, "select_ns": 999}
+    # a table: header of column names, one row per policy
+    table = mr.parse_lb_stats("policy attempts evaluated migrated\ndefault 5 9 3\nmb 7 11 4\n")
+    assert table == {
+        "default": {"attempts": 5, "evaluated": 9, "migrated": 3},
+        "mb": {"attempts": 7, "evaluated": 11, "migrated": 4},
+    }
+    # rows without a header
+    rows = mr.parse_lb_stats("default 1 2 3\nmb 4 5 6\n")
+    assert rows == {"default": [1, 2, 3], "mb": [4, 5, 6]}
+    after = mr.parse_lb_stats("policy attempts evaluated migrated\ndefault 6 9 5\nmb 7 20 4\n")
+    assert mr.delta(table, after) == {
+        "default": {"attempts": 1, "evaluated": 0, "migrated": 2},
+        "mb": {"attempts": 0, "evaluated": 9, "migrated": 0},
+    }
+
+
+def test_workload_result_and_roi() -> None:
+    out = 'noise\n{"workload":"leader_ft","verified":true}\n{"other":1}\ntrailer\n'
+    assert mr.workload_result(out) == {"workload": "leader_ft", "verified": True}
+    assert mr.workload_result("nothing here") is None
+    m = mr._ROI_RE.findall("[HOOKS] Entering ROI\n[HOOKS] Total time spent in ROI: 12.345s\n")
+    assert m == ["12.345"]
+
+
+def test_read_stat_handles_odd_comm(tmp_path: Path) -> None:
+    f = tmp_path / "stat"
+    fields = " ".join(str(i) for i in range(3, 53))
+    f.write_text(f"42 (we ird) name)) R {fields}\n")
+    st = mr.read_stat(str(f))
+    assert st is not None
+    comm, rest = st
+    assert comm == "we ird) name)"
+    assert rest[0] == "R"
+    assert rest[mr.F_PROCESSOR] == "38"  # field 39 of proc(5), value i-1 here
+    assert rest[mr.F_MINFLT] == "9" and rest[mr.F_NUM_THREADS] == "19"
+
+
+# ----------------------------------------------------------- sysctl writes
+
+
+def test_set_sysctl_fake_root(fake_sysctl: Path) -> None:
+    r = mr.set_sysctl(str(fake_sysctl), mr.POLICY_SYSCTL, "mb")
+    assert r["status"] == "set" and r["before"] == "default" and r["in_force"] == "mb"
+    assert (fake_sysctl / "kernel/sched_numa_lb_policy").read_text() == "mb\n"
+    r = mr.set_sysctl(str(fake_sysctl), mr.NUMAB_SYSCTL, None)
+    assert r["status"] == "untouched" and r["in_force"] == "0"
+    r = mr.set_sysctl(str(fake_sysctl), "kernel/not_there", "1")
+    assert r["status"] == "absent" and r["in_force"] is None
+    (fake_sysctl / "kernel/dir_not_file").mkdir()
+    r = mr.set_sysctl(str(fake_sysctl), "kernel/dir_not_file", "1")
+    assert r["status"] == "error" and "IsADirectoryError" in r["error"]
+
+
+# ----------------------------------------------------------------- pinning
+
+
+def test_pin_prefix_scenarios() -> None:
+    nodes = [0, 1, 2, 3]
+    assert mr.pin_prefix("free", 2, nodes, True) == ([], {"scenario": "free", "cpu_node": None,
+                                                          "mem": None})  # fmt: skip
+    pre, info = mr.pin_prefix("direct", 2, nodes, True)
+    assert pre == ["numactl", "--cpunodebind=2", "--preferred=2"] and info["mem"] == 2
+    pre, _ = mr.pin_prefix("interleave", 1, nodes, True)
+    assert pre == ["numactl", "--cpunodebind=1", "--interleave=all"]
+    # crossed as in seeds/001: 0<->1, 2<->3
+    assert [mr.pin_prefix("crossed", n, nodes, True)[1]["mem"] for n in nodes] == [1, 0, 3, 2]
+    pre, info = mr.pin_prefix("direct", 3, nodes, False)  # memory only ("OS" variant)
+    assert pre == ["numactl", "--preferred=3"] and info["cpu_node"] is None
+    _, info = mr.pin_prefix("crossed", 0, [0], True)
+    assert info["mem"] == 0 and "only one node" in info["note"]
+    assert mr.pin_prefix("crossed", 2, [0, 1, 2], True)[1]["mem"] == 0  # odd count wraps
+
+
+def test_dry_run_parsec_plan_with_pinning(tmp_path: Path) -> None:
+    if shutil.which("numactl") is None:
+        pytest.skip("SKIPPED mixrunner-pinning: numactl not installed")
+    job = {
+        "pinning": "direct",
+        "parsec": {"root": "/opt/parsec", "config": "gcc-pthreads"},
+        "programs": [
+            {"parsec": "canneal", "threads": 4, "input": "simlarge", "node": 0},
+            {"parsec": "freqmine", "threads": 2},
+        ],
+    }
+    jf = tmp_path / "job.json"
+    jf.write_text(json.dumps(job))
+    p = subprocess.run(
+        [sys.executable, str(WL / "mixrunner.py"), str(jf), "--dry-run"],
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    plans = [json.loads(x) for x in p.stdout.splitlines()]
+    assert plans[0]["argv"] == [
+        "numactl", "--cpunodebind=0", "--preferred=0",
+        "/opt/parsec/bin/parsecmgmt", "-a", "run", "-p", "parsec.canneal",
+        "-c", "gcc-pthreads", "-i", "simlarge", "-n", "4",
+    ]  # fmt: skip
+    assert plans[0]["parsec"]["allocation"] == "leader"
+    assert plans[1]["parsec"]["package"] == "parsec.freqmine"
+    assert plans[1]["placement"]["scenario"] == "direct"
+
+
+# --------------------------------------------------------------- real runs
+
+
+def test_run_two_synthetic_workloads_fake_sysctls(
+    bindir: Path, fake_sysctl: Path, tmp_path: Path
+) -> None:
+    lb = tmp_path / "lbstats"
+    lb.write_text("policy attempts migrated\ndefault 0 0\nmb 3 1\n")
+    out = tmp_path / "out"
+    job = mr.load_job(small_job(policy="mb", numa_balancing=1))
+    rc = mr.run_mix(job, str(out), str(fake_sysctl), str(lb), bin_dirs=[str(bindir)])
+    recs = records(out)
+    assert rc == 0, recs[-1]
+    run, end = by_type(recs, "run")[0], by_type(recs, "run_end")[0]
+    assert recs[0]["type"] == "run" and recs[-1]["type"] == "run_end"
+
+    # policy and numa_balancing: written, read back, then restored
+    assert run["policy"]["status"] == "set" and run["policy"]["in_force"] == "mb"
+    assert run["numa_balancing"]["in_force"] == "1"
+    assert end["policy_at_end"] == "mb"
+    assert end["sysctls_restored"] == {
+        "kernel.sched_numa_lb_policy": "set",
+        "kernel.numa_balancing": "set",
+    }
+    assert (fake_sysctl / "kernel/sched_numa_lb_policy").read_text() == "default\n"
+    assert run["kernel"]["release"] == os.uname().release
+
+    progs = by_type(recs, "program")
+    assert [p["name"] for p in progs] == ["lft", "mc"]
+    for p in progs:
+        assert p["exit_code"] == 0 and p["signal"] is None and not p["timed_out"]
+        assert p["elapsed_s"] > 0 and p["rusage"]["minflt"] > 0
+        assert p["result"]["verified"] is True and p["result"]["threads"] == 2
+        assert p["threads_max"] == 3  # main + 2 workers, seen from outside
+        assert (out / p["stdout"]).exists()
+
+    tgs = by_type(recs, "thread_group")
+    assert {t["program"] for t in tgs} == {"lft", "mc"}
+    for t in tgs:
+        assert t["root"] and t["samples"] >= 1
+        assert t["migrations_sampled"] >= 0 and t["cross_node_migrations_sampled"] >= 0
+        assert t["nr_migrations"] is None or t["nr_migrations"] >= 0
+        assert t["minflt"] > 0 and t["tasks_seen"] >= 1
+        assert sum(t["node_samples"].values()) >= t["samples"]
+
+    assert end["status"] == "ok" and end["errors"] == []
+    assert end["elapsed_s"] >= max(p["elapsed_s"] for p in progs)
+    assert isinstance(end["vmstat_delta"], dict) and "pgfault" in end["vmstat_delta"]
+    assert end["vmstat_delta"]["pgfault"] > 0
+    lbr = end["sched_numa_lb_stats"]
+    assert lbr["status"] == "present" and lbr["before"]["mb"] == {"attempts": 3, "migrated": 1}
+    assert lbr["delta"]["mb"] == {"attempts": 0, "migrated": 0}
+
+
+def test_run_on_real_proc_policy_absent(bindir: Path, tmp_path: Path) -> None:
+    if os.path.exists("/proc/sys/kernel/sched_numa_lb_policy"):
+        pytest.skip("SKIPPED policy-absent: this kernel has the policy sysctl")
+    out = tmp_path / "out"
+    # numa_balancing left unset: the host's value must not be touched
+    job = mr.load_job(small_job(policy="excl"))
+    before = Path("/proc/sys/kernel/numa_balancing").read_text()
+    rc = mr.run_mix(job, str(out), bin_dirs=[str(bindir)])
+    recs = records(out)
+    assert rc == 0, recs[-1]
+    run, end = recs[0], recs[-1]
+    assert run["policy"]["status"] == "absent" and run["policy"]["in_force"] is None
+    assert run["policy"]["requested"] == "excl"
+    assert run["numa_balancing"]["status"] in ("untouched", "absent")
+    assert end["sched_numa_lb_stats"]["status"] == "absent"
+    assert end["status"] == "ok" and end["policy_at_end"] is None
+    assert Path("/proc/sys/kernel/numa_balancing").read_text() == before
+    assert len(by_type(recs, "program")) == 2
+
+
+def test_strict_policy_absent_fails_without_running(bindir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    job = mr.load_job(small_job(policy="mb", strict_policy=True))
+    rc = mr.run_mix(job, str(out), str(tmp_path / "nosys"), bin_dirs=[str(bindir)])
+    recs = records(out)
+    assert rc == 1
+    assert [r["type"] for r in recs] == ["run", "run_end"]
+    assert recs[-1]["status"] == "failed" and "strict_policy" in recs[-1]["errors"][0]
+
+
+def test_rejected_policy_is_an_error(bindir: Path, fake_sysctl: Path, tmp_path: Path) -> None:
+    # a policy file the runner cannot write (a directory here, EINVAL on the
+    # real kernel) must stop the run: results under the wrong policy are worse
+    # than no results
+    pol = fake_sysctl / "kernel/sched_numa_lb_policy"
+    pol.unlink()
+    pol.mkdir()
+    out = tmp_path / "out"
+    rc = mr.run_mix(mr.load_job(small_job(policy="mb")), str(out), str(fake_sysctl),
+                    bin_dirs=[str(bindir)])  # fmt: skip
+    recs = records(out)
+    assert rc == 1 and recs[-1]["status"] == "failed"
+    assert not by_type(recs, "program")
+
+
+def test_failures_and_timeout(tmp_path: Path, fake_sysctl: Path) -> None:
+    job = mr.load_job(
+        {
+            "timeout_s": 1.0,
+            "sample_interval_s": 0.05,
+            "programs": [
+                {"name": "fails", "cmd": ["/bin/sh", "-c", "echo oops >&2; exit 3"]},
+                {"name": "hangs", "cmd": ["/bin/sh", "-c", "sleep 30"]},
+                {"name": "ok", "cmd": ["/bin/sh", "-c", "sleep 0.2; echo done"]},
+            ],
+        }
+    )
+    out = tmp_path / "out"
+    rc = mr.run_mix(job, str(out), str(fake_sysctl))
+    recs = records(out)
+    assert rc == 1
+    progs = {p["name"]: p for p in by_type(recs, "program")}
+    assert progs["fails"]["exit_code"] == 3
+    assert (out / progs["fails"]["stderr"]).read_text() == "oops\n"
+    assert progs["hangs"]["timed_out"] and progs["hangs"]["signal"] == 9
+    assert progs["ok"]["exit_code"] == 0 and 0.15 < progs["ok"]["elapsed_s"] < 1.0
+    assert (out / progs["ok"]["stdout"]).read_text() == "done\n"
+    end = recs[-1]
+    assert end["timed_out"] and sorted(end["programs_failed"]) == ["fails", "hangs"]
+    assert end["elapsed_s"] < 10
+    # the shell's child (sleep) is a thread group of its own, found via children
+    assert any(t["comm"] == "sleep" and not t["root"] for t in by_type(recs, "thread_group"))
+
+
+def test_missing_binary_fails_cleanly(tmp_path: Path, fake_sysctl: Path) -> None:
+    out = tmp_path / "out"
+    rc = mr.run_mix(mr.load_job(small_job()), str(out), str(fake_sysctl),
+                    bin_dirs=[str(tmp_path / "empty")])  # fmt: skip
+    recs = records(out)
+    assert rc == 1 and "not found" in recs[-1]["errors"][0]
+
+
+def test_cli_end_to_end(bindir: Path, tmp_path: Path, fake_sysctl: Path) -> None:
+    jf = tmp_path / "job.json"
+    jf.write_text(json.dumps(small_job(policy="tm")))
+    out = tmp_path / "out"
+    p = subprocess.run(
+        [sys.executable, str(WL / "mixrunner.py"), str(jf), "--outdir", str(out),
+         "--sysctl-root", str(fake_sysctl), "--bin-dir", str(bindir)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    recs = records(out)
+    assert recs[0]["policy"]["in_force"] == "tm"
+    assert recs[-1]["status"] == "ok"
+
+
+def test_runs_under_python36(tmp_path: Path, fake_sysctl: Path) -> None:
+    """The x86-parsec image is Ubuntu 18.04: the runner must work on Python 3.6."""
+    from test_mix_catalog import python36
+
+    py36 = python36()
+    if py36 is None:
+        pytest.skip("SKIPPED py36-run: no Python 3.6 interpreter on this host")
+    jf = tmp_path / "job.json"
+    jf.write_text(json.dumps({"policy": "mb", "programs": [{"cmd": ["/bin/sh", "-c", "exit 0"]}]}))
+    out = tmp_path / "out"
+    p = subprocess.run(
+        [py36, str(WL / "mixrunner.py"), str(jf), "--outdir", str(out),
+         "--sysctl-root", str(fake_sysctl)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    recs = records(out)
+    assert recs[0]["python"].startswith("3.6") and recs[-1]["status"] == "ok"
