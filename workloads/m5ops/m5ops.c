@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -179,7 +180,21 @@ uint64_t m5_sum(uint64_t a, uint64_t b, uint64_t c, uint64_t d, uint64_t e, uint
  * every page first so it is present and writable (no CoW zero page), and
  * mlock it so it stays. mlock may fail under RLIMIT_MEMLOCK; the guest has
  * no swap, so touching alone suffices there and the failure is ignored.
+ * M5OPS_NO_MLOCK=1 skips mlock/munlock: gem5's syscall-emulation mode has
+ * no mlock and would stop the simulation (used by the gem5-tier test).
  */
+static int use_mlock(void)
+{
+	static int v = -1;
+
+	if (v < 0) {
+		const char *e = getenv("M5OPS_NO_MLOCK");
+
+		v = !(e && *e && strcmp(e, "0") != 0);
+	}
+	return v;
+}
+
 static void make_resident(volatile uint8_t *p, uint64_t len, int writable)
 {
 	long pg = sysconf(_SC_PAGESIZE);
@@ -197,7 +212,14 @@ static void make_resident(volatile uint8_t *p, uint64_t len, int writable)
 		p[len - 1] = p[len - 1];
 	else
 		(void)p[len - 1];
-	(void)mlock((const void *)p, len);
+	if (use_mlock())
+		(void)mlock((const void *)p, len);
+}
+
+static void unlock(const void *p, uint64_t len)
+{
+	if (len && use_mlock())
+		(void)munlock(p, len);
 }
 
 uint64_t m5_read_file(void *buf, uint64_t len, uint64_t offset)
@@ -207,7 +229,7 @@ uint64_t m5_read_file(void *buf, uint64_t len, uint64_t offset)
 	make_resident(buf, len, 1);
 	n = DISPATCH(read_file, M5_FUNC_READ_FILE, (uint64_t)(uintptr_t)buf, len,
 		     offset, 0, 0, 0);
-	(void)munlock(buf, len);
+	unlock(buf, len);
 	return n;
 }
 
@@ -221,9 +243,8 @@ uint64_t m5_write_file(const void *buf, uint64_t len, uint64_t offset,
 	make_resident((volatile uint8_t *)(uintptr_t)host_filename, fl, 0);
 	n = DISPATCH(write_file, M5_FUNC_WRITE_FILE, (uint64_t)(uintptr_t)buf, len,
 		     offset, (uint64_t)(uintptr_t)host_filename, 0, 0);
-	if (len)
-		(void)munlock(buf, len);
-	(void)munlock(host_filename, fl);
+	unlock(buf, len);
+	unlock(host_filename, fl);
 	return n;
 }
 
