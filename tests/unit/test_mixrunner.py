@@ -392,7 +392,7 @@ def test_rejected_policy_is_an_error(bindir: Path, fake_sysctl: Path, tmp_path: 
 def test_failures_and_timeout(tmp_path: Path, fake_sysctl: Path) -> None:
     job = mr.load_job(
         {
-            "timeout_s": 1.0,
+            "timeout_s": 3.0,  # generous: the CI machine is shared with builds
             "sample_interval_s": 0.05,
             "programs": [
                 {"name": "fails", "cmd": ["/bin/sh", "-c", "echo oops >&2; exit 3"]},
@@ -409,11 +409,11 @@ def test_failures_and_timeout(tmp_path: Path, fake_sysctl: Path) -> None:
     assert progs["fails"]["exit_code"] == 3
     assert (out / progs["fails"]["stderr"]).read_text() == "oops\n"
     assert progs["hangs"]["timed_out"] and progs["hangs"]["signal"] == 9
-    assert progs["ok"]["exit_code"] == 0 and 0.15 < progs["ok"]["elapsed_s"] < 1.0
+    assert progs["ok"]["exit_code"] == 0 and 0.15 < progs["ok"]["elapsed_s"] < 3.0
     assert (out / progs["ok"]["stdout"]).read_text() == "done\n"
     end = recs[-1]
     assert end["timed_out"] and sorted(end["programs_failed"]) == ["fails", "hangs"]
-    assert end["elapsed_s"] < 10
+    assert 3.0 <= end["elapsed_s"] < 15
     # the shell's child (sleep) is a thread group of its own, found via children
     assert any(t["comm"] == "sleep" and not t["root"] for t in by_type(recs, "thread_group"))
 

@@ -16,6 +16,7 @@ import math
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -421,3 +422,29 @@ def test_help_and_static(wlbuild: Path, prog: str) -> None:
         ["objdump", "-h", str(wlbuild / prog)], capture_output=True, text=True, check=True
     ).stdout
     assert ".interp" not in hdr
+
+
+def test_make_install_layout(tmp_path: Path) -> None:
+    """What the disk-image builder relies on: one bin dir with everything."""
+    if shutil.which("gcc") is None or shutil.which("make") is None:
+        pytest.skip("SKIPPED unit-c: gcc/make not found")
+    dest = tmp_path / "root"
+    p = subprocess.run(
+        ["make", "-C", str(WL), "install", f"DESTDIR={dest}", "PREFIX=/opt/numa-lb",
+         f"O={tmp_path / 'build'}"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    bindir = dest / "opt/numa-lb/bin"
+    for name in ("m5", "leader_ft", "perthread_ft", "master_clients", "compute_small",
+                 "ptrchase", "mixrunner.py"):  # fmt: skip
+        assert os.access(bindir / name, os.X_OK), name
+    assert (bindir / "parsec_catalog.py").exists()
+    # the installed runner finds the workloads next to itself
+    plan = subprocess.run(
+        [sys.executable, str(bindir / "mixrunner.py"), "-", "--dry-run"],
+        input=json.dumps({"programs": [{"workload": "ptrchase"}]}),
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert plan.returncode == 0, plan.stderr
+    assert json.loads(plan.stdout)["argv"][0] == str(bindir / "ptrchase")
