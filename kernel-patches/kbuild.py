@@ -1,0 +1,430 @@
+#!/usr/bin/env python3
+"""Fetch, patch, configure and build the study's Linux 6.1 kernel.
+
+    kernel-patches/kbuild.py build [--variant release|debug]   vmlinux + bzImage
+    kernel-patches/kbuild.py kunit                              KUnit suites under UML
+    kernel-patches/kbuild.py checkpatch                         checkpatch --strict
+    kernel-patches/kbuild.py bisect                             build after every patch
+    kernel-patches/kbuild.py path [--variant ...]               print the artifact dir
+
+Everything heavy lives under the cache root ($NUMA_LB_CACHE, default
+~/.cache/numa-lb-study/kernel):
+
+    src/<version>/          pristine source, a git repo with one commit
+    tree/<version>/         the working tree: reset to pristine, series applied
+    obj/<variant>/          kbuild O= directory, reused between builds
+    artifacts/<build id>/   vmlinux, bzImage, config, build.json
+
+The build id hashes the source version, the series and the config fragments,
+so an artifact never goes stale; the object directory and ccache make a
+rebuild after a patch change touch only what changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SERIES_FILE = HERE / "series"
+CONFIG_DIR = HERE / "config"
+DEBIAN_TARBALL = Path("/usr/src/linux-source-6.1.tar.xz")
+VARIANTS = {
+    "release": ["base.config"],
+    "debug": ["base.config", "debug.config"],
+}
+KUNIT_CONFIG = CONFIG_DIR / "kunit.config"
+GIT_ID = ["-c", "user.name=numa-lb-study", "-c", "user.email=numa-lb-study@localhost"]
+
+
+class BuildError(RuntimeError):
+    pass
+
+
+def cache_root() -> Path:
+    env = os.environ.get("NUMA_LB_CACHE")
+    base = Path(env) if env else Path.home() / ".cache" / "numa-lb-study"
+    return base / "kernel"
+
+
+def log(msg: str) -> None:
+    print(f"kbuild: {msg}", flush=True)
+
+
+def run(cmd: list[str], cwd: Path | None = None, quiet: bool = False) -> str:
+    """Run a command without a shell; raise with its output tail on failure."""
+    proc = subprocess.run(cmd, cwd=cwd, text=True, capture_output=True)
+    if proc.returncode != 0:
+        tail = (proc.stdout + proc.stderr)[-4000:]
+        raise BuildError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{tail}")
+    if not quiet and proc.stdout.strip():
+        print(proc.stdout, end="", flush=True)
+    return proc.stdout
+
+
+def stream(cmd: list[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> None:
+    """Run a long command, echoing its output as it comes (progress)."""
+    proc = subprocess.Popen(
+        cmd, cwd=cwd, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    assert proc.stdout is not None
+    tail: list[str] = []
+    for line in proc.stdout:
+        print(line, end="", flush=True)
+        tail = (tail + [line])[-60:]
+    if proc.wait() != 0:
+        raise BuildError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{''.join(tail)}")
+
+
+def series() -> list[Path]:
+    names = [
+        ln.strip()
+        for ln in SERIES_FILE.read_text().splitlines()
+        if ln.strip() and not ln.lstrip().startswith("#")
+    ]
+    return [HERE / n for n in names]
+
+
+def sha256_files(paths: list[Path], extra: str = "") -> str:
+    h = hashlib.sha256(extra.encode())
+    for p in paths:
+        h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class Source:
+    tarball: Path
+    version: str  # e.g. 6.1.192
+    origin: str  # e.g. "Debian linux-source-6.1 6.1.192-2"
+
+    @property
+    def pristine(self) -> Path:
+        return cache_root() / "src" / self.version
+
+    @property
+    def tree(self) -> Path:
+        return cache_root() / "tree" / self.version
+
+
+def find_source(tarball: str | None) -> Source:
+    path = Path(tarball) if tarball else DEBIAN_TARBALL
+    if not path.exists():
+        raise BuildError(
+            f"kernel source {path} not found: install Debian's linux-source-6.1 "
+            "(.ci/setup does) or pass --tarball linux-6.1.x.tar.xz"
+        )
+    origin = f"tarball {path.name}"
+    if path == DEBIAN_TARBALL:
+        out = subprocess.run(
+            ["dpkg-query", "-W", "-f=${Version}", "linux-source-6.1"],
+            text=True,
+            capture_output=True,
+        )
+        if out.returncode == 0:
+            origin = f"Debian linux-source-6.1 {out.stdout.strip()}"
+    # The version is read from the tarball's Makefile once it is extracted;
+    # key the extraction directory by the tarball's identity meanwhile.
+    st = path.stat()
+    tag = hashlib.sha256(f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()
+    return Source(tarball=path, version=tag[:12], origin=origin)
+
+
+def kernel_version(tree: Path) -> str:
+    text = (tree / "Makefile").read_text()
+    fields = {}
+    for key in ("VERSION", "PATCHLEVEL", "SUBLEVEL", "EXTRAVERSION"):
+        m = re.search(rf"^{key}\s*=\s*(\S*)\s*$", text, re.M)
+        fields[key] = m.group(1) if m else ""
+    return "{VERSION}.{PATCHLEVEL}.{SUBLEVEL}{EXTRAVERSION}".format(**fields)
+
+
+def ensure_pristine(src: Source) -> Path:
+    """Extract the tarball once into a git repo with a single commit."""
+    dest = src.pristine
+    if (dest / ".git").exists() and (dest / ".extracted").exists():
+        return dest
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    log(f"extracting {src.tarball} (once)")
+    run(["tar", "-xf", str(src.tarball), "-C", str(dest), "--strip-components=1"])
+    # Debian's top-level .gitignore ignores everything ("/*"): git must see the tree.
+    (dest / ".gitignore").unlink(missing_ok=True)
+    run(["git", "init", "-q"], cwd=dest)
+    run(["git", "add", "-A"], cwd=dest, quiet=True)
+    run(["git", *GIT_ID, "commit", "-qm", f"pristine {src.origin}"], cwd=dest)
+    (dest / ".extracted").write_text(kernel_version(dest) + "\n")
+    return dest
+
+
+def prepare_tree(src: Source, patches: list[Path]) -> Path:
+    """Reset the working tree to pristine and apply @patches with git am.
+
+    git only rewrites files whose content changes, so mtimes of untouched
+    files survive and the reused object directory rebuilds only what differs.
+    """
+    pristine = ensure_pristine(src)
+    tree = src.tree
+    if not (tree / ".git").exists():
+        tree.parent.mkdir(parents=True, exist_ok=True)
+        log("cloning working tree (once)")
+        run(["git", "clone", "-q", str(pristine), str(tree)])
+    run(["git", "am", "--abort"], cwd=tree, quiet=True) if (
+        tree / ".git" / "rebase-apply"
+    ).exists() else None
+    run(["git", "checkout", "-q", "--detach", "origin/HEAD"], cwd=tree)
+    run(["git", "reset", "-q", "--hard", "origin/HEAD"], cwd=tree)
+    run(["git", "clean", "-qfdx"], cwd=tree)
+    for p in patches:
+        try:
+            run(["git", *GIT_ID, "am", "-q", "--keep-cr", str(p)], cwd=tree, quiet=True)
+        except BuildError as e:
+            run(["git", "am", "--abort"], cwd=tree, quiet=True)
+            raise BuildError(f"patch {p.name} does not apply: {e}") from None
+    log(f"tree at {tree}: {len(patches)} patch(es) applied")
+    return tree
+
+
+def config_fragments(variant: str) -> list[Path]:
+    if variant not in VARIANTS:
+        raise BuildError(f"unknown variant {variant!r}; allowed: {', '.join(VARIANTS)}")
+    return [CONFIG_DIR / f for f in VARIANTS[variant]]
+
+
+def fragment_symbols(fragments: list[Path]) -> dict[str, str]:
+    want: dict[str, str] = {}
+    for frag in fragments:
+        for ln in frag.read_text().splitlines():
+            ln = ln.strip()
+            if not ln or ln.startswith("#"):
+                continue
+            key, _, val = ln.partition("=")
+            want[key] = val
+    return want
+
+
+def check_config(config: Path, want: dict[str, str]) -> None:
+    """Fail if kconfig silently dropped a symbol the fragments ask for."""
+    have: dict[str, str] = {}
+    for ln in config.read_text().splitlines():
+        m = re.match(r"^(CONFIG_\w+)=(.*)$", ln)
+        if m:
+            have[m.group(1)] = m.group(2)
+        m = re.match(r"^# (CONFIG_\w+) is not set$", ln)
+        if m:
+            have[m.group(1)] = "n"
+    bad = []
+    for key, val in want.items():
+        got = have.get(key, "n")
+        if val.strip('"') != got.strip('"'):
+            bad.append(f"{key}: want {val}, got {got}")
+    if bad:
+        raise BuildError("config fragment not honoured:\n  " + "\n  ".join(bad))
+
+
+def make_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("CCACHE_DIR", str(cache_root().parent / "ccache"))
+    env.setdefault("KBUILD_BUILD_USER", "numa-lb-study")
+    env.setdefault("KBUILD_BUILD_HOST", "build")
+    return env
+
+
+def make_cmd(tree: Path, obj: Path, *targets: str) -> list[str]:
+    cc = "ccache gcc" if shutil.which("ccache") else "gcc"
+    jobs = str(os.cpu_count() or 1)
+    return [
+        "make",
+        "-C",
+        str(tree),
+        f"O={obj}",
+        "ARCH=x86_64",
+        f"CC={cc}",
+        f"-j{jobs}",
+        *targets,
+    ]
+
+
+def configure(tree: Path, obj: Path, fragments: list[Path]) -> None:
+    obj.mkdir(parents=True, exist_ok=True)
+    scratch = obj.parent / (obj.name + ".cfg")
+    if scratch.exists():
+        shutil.rmtree(scratch)
+    scratch.mkdir()
+    env = make_env()
+    run(make_cmd(tree, scratch, "tinyconfig"), quiet=True)
+    run(
+        [
+            str(tree / "scripts/kconfig/merge_config.sh"),
+            "-m",
+            "-O",
+            str(scratch),
+            str(scratch / ".config"),
+            *map(str, fragments),
+        ],
+        cwd=tree,
+        quiet=True,
+    )
+    run(make_cmd(tree, scratch, "olddefconfig"), quiet=True)
+    check_config(scratch / ".config", fragment_symbols(fragments))
+    new = (scratch / ".config").read_text()
+    old = (obj / ".config").read_text() if (obj / ".config").exists() else None
+    if new != old:  # keep mtimes when nothing changed: no spurious rebuild
+        (obj / ".config").write_text(new)
+    shutil.rmtree(scratch)
+    del env
+
+
+def build_id(src_version: str, patches: list[Path], fragments: list[Path], variant: str) -> str:
+    h = sha256_files(patches + fragments, extra=f"{src_version}\0{variant}")
+    return h[:16]
+
+
+def artifact_dir(bid: str) -> Path:
+    return cache_root() / "artifacts" / bid
+
+
+def build(variant: str, tarball: str | None, upto: int | None = None) -> Path:
+    src = find_source(tarball)
+    patches = series()[:upto] if upto is not None else series()
+    fragments = config_fragments(variant)
+    pristine = ensure_pristine(src)
+    version = kernel_version(pristine)
+    bid = build_id(version, patches, fragments, variant)
+    out = artifact_dir(bid)
+    if (out / "build.json").exists() and upto is None:
+        log(f"up to date: {out}")
+        return out
+    tree = prepare_tree(src, patches)
+    obj = cache_root() / "obj" / variant
+    log(f"configuring {variant} ({', '.join(f.name for f in fragments)})")
+    configure(tree, obj, fragments)
+    log(f"building Linux {version} + {len(patches)} patch(es), variant {variant}")
+    t0 = time.monotonic()
+    stream(make_cmd(tree, obj, "vmlinux", "bzImage"), env=make_env())
+    seconds = time.monotonic() - t0
+    if upto is not None:
+        return obj
+    tmp = out.with_name(out.name + ".tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    shutil.copy2(obj / "vmlinux", tmp / "vmlinux")
+    shutil.copy2(obj / "arch/x86/boot/bzImage", tmp / "bzImage")
+    shutil.copy2(obj / ".config", tmp / "config")
+    meta = {
+        "build_id": bid,
+        "variant": variant,
+        "kernel_version": version,
+        "source": src.origin,
+        "series": [p.name for p in patches],
+        "series_sha256": sha256_files(patches),
+        "config_sha256": hashlib.sha256((obj / ".config").read_bytes()).hexdigest(),
+        "build_seconds": round(seconds, 1),
+        "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "gcc": run(["gcc", "--version"], quiet=True).splitlines()[0],
+    }
+    (tmp / "build.json").write_text(json.dumps(meta, indent=2) + "\n")
+    if out.exists():
+        shutil.rmtree(out)
+    tmp.rename(out)
+    log(f"built in {seconds:.0f} s: {out}")
+    return out
+
+
+def kunit(tarball: str | None, extra: list[str]) -> int:
+    src = find_source(tarball)
+    tree = prepare_tree(src, series())
+    bdir = cache_root() / "obj" / "kunit-um"
+    cmd = [
+        sys.executable,
+        str(tree / "tools/testing/kunit/kunit.py"),
+        "run",
+        f"--build_dir={bdir}",
+        f"--kunitconfig={KUNIT_CONFIG}",
+        f"--jobs={os.cpu_count() or 1}",
+        "--timeout=300",
+        *extra,
+    ]
+    env = make_env()
+    env["CROSS_COMPILE"] = ""
+    log("running KUnit under UML: " + " ".join(cmd[1:]))
+    return subprocess.run(cmd, cwd=tree, env=env).returncode
+
+
+def checkpatch(tarball: str | None) -> int:
+    src = find_source(tarball)
+    pristine = ensure_pristine(src)
+    failed = 0
+    for p in series():
+        proc = subprocess.run(
+            [
+                str(pristine / "scripts/checkpatch.pl"),
+                "--strict",
+                "--no-tree",
+                "--terse",
+                "--show-types",
+                str(p),
+            ],
+            text=True,
+            capture_output=True,
+        )
+        verdict = "ok" if proc.returncode == 0 else "FAIL"
+        print(f"checkpatch --strict {p.name}: {verdict}")
+        if proc.returncode != 0:
+            print(proc.stdout + proc.stderr)
+            failed += 1
+    return 1 if failed else 0
+
+
+def bisect(variant: str, tarball: str | None) -> int:
+    """Build after each patch: every patch of the series must build on its own."""
+    n = len(series())
+    for i in range(1, n + 1):
+        log(f"bisect build {i}/{n}: {series()[i - 1].name}")
+        build(variant, tarball, upto=i)
+    build(variant, tarball)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("command", choices=["build", "kunit", "checkpatch", "bisect", "path"])
+    ap.add_argument("--variant", default="release", choices=sorted(VARIANTS))
+    ap.add_argument("--tarball", help="a kernel.org linux-6.1.x tarball instead of Debian's")
+    ap.add_argument("kunit_args", nargs="*", help="extra kunit.py arguments (after --)")
+    args = ap.parse_args(argv)
+    try:
+        if args.command == "build":
+            print(build(args.variant, args.tarball))
+            return 0
+        if args.command == "path":
+            src = find_source(args.tarball)
+            version = kernel_version(ensure_pristine(src))
+            bid = build_id(version, series(), config_fragments(args.variant), args.variant)
+            print(artifact_dir(bid))
+            return 0
+        if args.command == "kunit":
+            return kunit(args.tarball, args.kunit_args)
+        if args.command == "checkpatch":
+            return checkpatch(args.tarball)
+        return bisect(args.variant, args.tarball)
+    except BuildError as e:
+        print(f"kbuild: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,390 @@
+#!/usr/bin/env python3
+"""Boot the patched kernel as a 4-node NUMA guest under QEMU and exercise it.
+
+    kernel-patches/qemu_check.py run   [--variant V] [--policies a,b] [--seconds N]
+    kernel-patches/qemu_check.py bench [--variant V] [--seconds N]
+
+The guest is qemu-system-x86_64 (TCG: KVM guests hang on these machines) with
+4 NUMA nodes x 2 vCPUs and SLIT distances 10/16, booting an initramfs made of
+Debian's busybox-static, guest/init.sh and guest/numa_lb_stress.c.  init.sh
+switches kernel.sched_numa_lb_policy at run time, runs a multithreaded mix
+under every policy and prints tagged lines on the serial console, which
+parse_console() turns into a GuestRun.
+
+`run` prints a summary and exits non-zero when a check fails; the pytest tier
+(tests/kernel/test_qemu_numa.py) asserts the same checks one by one.
+`bench` runs a mix with 8+ runnable tasks per CPU and prints, per policy, the
+nanoseconds and tasks evaluated per cross-node balance pass as a ratio to
+`default` measured in the same boot.  QEMU TCG timing is functional, not
+architectural: the ratios compare code paths, not NUMA performance.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+GUEST = HERE / "guest"
+POLICIES = ("default", "tm", "mb", "bce", "mbplus", "excl_base", "excl")
+STAT_FIELDS = (
+    "attempts",
+    "visited",
+    "rejected",
+    "evaluated",
+    "taken_leader_dst",
+    "skipped_leader",
+    "skipped_leader_src",
+    "skipped_seen",
+    "migrated",
+    "select_ns",
+)
+SPLAT = re.compile(
+    r"WARNING:|BUG:|possible circular locking|inconsistent lock state|"
+    r"KASAN|Kernel panic|Oops|Call Trace|Bad numa_rss|Bad rss-counter|UBSAN"
+)
+
+
+@dataclass(frozen=True)
+class Topology:
+    """The guest machine; one place for what QEMU is told and what we expect."""
+
+    nodes: int = 4
+    cpus_per_node: int = 2
+    mem_per_node_mib: int = 256
+    remote_distance: int = 16
+
+    def cpulist(self, node: int) -> str:
+        first = node * self.cpus_per_node
+        last = first + self.cpus_per_node - 1
+        return str(first) if first == last else f"{first}-{last}"
+
+    def distances(self, node: int) -> list[int]:
+        return [10 if n == node else self.remote_distance for n in range(self.nodes)]
+
+    def qemu_args(self) -> list[str]:
+        ncpus = self.nodes * self.cpus_per_node
+        args = [
+            "-smp",
+            f"{ncpus},sockets={self.nodes},cores={self.cpus_per_node},threads=1",
+            "-m",
+            f"{self.nodes * self.mem_per_node_mib}M",
+        ]
+        for n in range(self.nodes):
+            args += [
+                "-object",
+                f"memory-backend-ram,id=m{n},size={self.mem_per_node_mib}M",
+                "-numa",
+                f"node,nodeid={n},cpus={self.cpulist(n)},memdev=m{n}",
+            ]
+        for a in range(self.nodes):
+            for b in range(self.nodes):
+                if a < b:
+                    args += ["-numa", f"dist,src={a},dst={b},val={self.remote_distance}"]
+        return args
+
+
+@dataclass
+class GuestRun:
+    console: str
+    returncode: int
+    seconds: float
+    topo: dict[int, tuple[str, list[int]]] = field(default_factory=dict)
+    online: str = ""
+    kernel: str = ""
+    sysctl: dict[str, str] = field(default_factory=dict)
+    policy_set: dict[str, str] = field(default_factory=dict)
+    stats_before: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
+    stats_after: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
+    stress: list[dict[str, str]] = field(default_factory=list)
+    dmesg: list[str] = field(default_factory=list)
+    done: bool = False
+
+    def delta(self, policy: str) -> dict[str, int]:
+        """Counter changes of @policy's row over the run made under @policy."""
+        before = self.stats_before[policy][policy]
+        after = self.stats_after[policy][policy]
+        return {k: after[k] - before[k] for k in STAT_FIELDS}
+
+    def splats(self) -> list[str]:
+        return [ln for ln in self.dmesg if SPLAT.search(ln)]
+
+
+def parse_console(text: str) -> GuestRun:
+    run = GuestRun(console=text, returncode=0, seconds=0.0)
+    for raw in text.splitlines():
+        line = raw.strip("\r")
+        # Kernel printk lines may interleave with ours on the console.
+        m = re.search(
+            r"(TOPO|KERNEL|SYSCTL|POLICY|STATS_BEFORE|STATS_AFTER|STRESS|DMESG|GUEST DONE)"
+            r"( .*)?$",
+            line,
+        )
+        if not m:
+            continue
+        tag, rest = m.group(1), (m.group(2) or "").strip()
+        if tag == "TOPO":
+            kv = dict(w.split("=", 1) for w in rest.split())
+            if "online" in kv:
+                run.online = kv["online"]
+            else:
+                dist = [int(x) for x in kv["distance"].split(",") if x]
+                run.topo[int(kv["node"])] = (kv["cpus"], dist)
+        elif tag == "KERNEL":
+            run.kernel = rest
+        elif tag == "SYSCTL":
+            run.sysctl.update(w.split("=", 1) for w in rest.split() if "=" in w)
+        elif tag == "POLICY":
+            name, setting = rest.split()
+            run.policy_set[name] = setting.split("=", 1)[1]
+        elif tag in ("STATS_BEFORE", "STATS_AFTER"):
+            words = rest.split()
+            if len(words) != 2 + len(STAT_FIELDS) or not words[2].isdigit():
+                continue  # header lines
+            under, row = words[0], words[1]
+            target = run.stats_before if tag == "STATS_BEFORE" else run.stats_after
+            target.setdefault(under, {})[row] = dict(
+                zip(STAT_FIELDS, (int(x) for x in words[2:]), strict=True)
+            )
+        elif tag == "STRESS":
+            words = rest.split()
+            rec = {"tag": words[0]}
+            rec.update(w.split("=", 1) if "=" in w else (w, "") for w in words[1:])
+            run.stress.append(rec)
+        elif tag == "DMESG":
+            run.dmesg.append(rest)
+        elif tag == "GUEST DONE":
+            run.done = True
+    return run
+
+
+def build_initramfs(dest: Path) -> Path:
+    """busybox + init + the stress program, as a gzipped newc cpio."""
+    busybox = shutil.which("busybox") or "/bin/busybox"
+    if not Path(busybox).exists():
+        raise RuntimeError("busybox not found: install Debian's busybox-static (.ci/setup does)")
+    root = dest / "root"
+    for d in ("bin", "proc", "sys", "dev", "tmp"):
+        (root / d).mkdir(parents=True, exist_ok=True)
+    shutil.copy2(busybox, root / "bin/busybox")
+    shutil.copy2(GUEST / "init.sh", root / "init")
+    os.chmod(root / "init", 0o755)
+    subprocess.run(
+        [
+            "gcc",
+            "-O2",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-static",
+            "-pthread",
+            "-o",
+            str(root / "bin/numa_lb_stress"),
+            str(GUEST / "numa_lb_stress.c"),
+        ],
+        check=True,
+    )
+    files = sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+    cpio = subprocess.run(
+        ["cpio", "-o", "-H", "newc", "--quiet", "-R", "0:0"],
+        input="\n".join(files).encode(),
+        cwd=root,
+        capture_output=True,
+        check=True,
+    ).stdout
+    out = dest / "initramfs.cpio.gz"
+    out.write_bytes(gzip.compress(cpio))
+    return out
+
+
+def kernel_dir(variant: str) -> Path:
+    """The cached build of the current series (built on demand)."""
+    sys.path.insert(0, str(HERE))
+    import kbuild  # noqa: PLC0415 - sibling tool, not a package
+
+    return kbuild.build(variant, None)
+
+
+def boot(
+    bzimage: Path,
+    policies: list[str],
+    mix: str,
+    seconds: int,
+    topo: Topology = Topology(),
+    timeout: int = 600,
+    extra_append: str = "",
+) -> GuestRun:
+    unknown = [p for p in policies if p not in POLICIES]
+    if unknown:
+        raise ValueError(f"unknown policy {unknown}; allowed: {', '.join(POLICIES)}")
+    if not re.fullmatch(r"\d+:\d+(,\d+:\d+)*", mix):
+        raise ValueError(f"mix must be threads:MiB[,threads:MiB...], got {mix!r}")
+    with tempfile.TemporaryDirectory(prefix="numa-lb-qemu-") as tmp:
+        initrd = build_initramfs(Path(tmp))
+        append = (
+            "console=ttyS0 panic=-1 oops=panic loglevel=7 "
+            f"numa_lb_test.policies={','.join(policies)} numa_lb_test.mix={mix} "
+            f"numa_lb_test.seconds={seconds} {extra_append}"
+        ).strip()
+        cmd = [
+            "qemu-system-x86_64",
+            "-M",
+            "pc",
+            "-accel",
+            "tcg,thread=multi",
+            "-cpu",
+            "max",
+            *topo.qemu_args(),
+            "-kernel",
+            str(bzimage),
+            "-initrd",
+            str(initrd),
+            "-append",
+            append,
+            "-nographic",
+            "-no-reboot",
+            "-serial",
+            "mon:stdio",
+        ]
+        t0 = time.monotonic()
+        try:
+            proc = subprocess.run(
+                cmd, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL
+            )
+            out, rc = proc.stdout.decode(errors="replace"), proc.returncode
+        except subprocess.TimeoutExpired as e:
+            out = (e.stdout or b"").decode(errors="replace") + "\n[host: QEMU timed out]\n"
+            rc = -1
+        run = parse_console(out)
+        run.returncode = rc
+        run.seconds = time.monotonic() - t0
+        return run
+
+
+def problems(run: GuestRun, policies: list[str], topo: Topology) -> list[str]:
+    """Every check of the kernel's QEMU test, as readable failures."""
+    bad = []
+    if not run.done:
+        bad.append(
+            f"guest did not finish (rc {run.returncode}); console tail:\n{run.console[-3000:]}"
+        )
+        return bad
+    want = {n: (topo.cpulist(n), topo.distances(n)) for n in range(topo.nodes)}
+    if run.topo != want:
+        bad.append(f"topology {run.topo} != {want}")
+    if run.sysctl.get("invalid") != "rejected" or run.sysctl.get("after") != "default":
+        bad.append(f"invalid sysctl write not rejected cleanly: {run.sysctl}")
+    if run.sysctl.get("unprivileged") != "EACCES":
+        bad.append(f"unprivileged sysctl open: {run.sysctl.get('unprivileged')}")
+    for p in policies:
+        if run.policy_set.get(p) != p:
+            bad.append(f"policy {p} read back as {run.policy_set.get(p)}")
+            continue
+        d = run.delta(p)
+        if d["attempts"] <= 0 or d["migrated"] <= 0:
+            bad.append(f"policy {p}: no cross-node selections counted: {d}")
+        if p != "default" and d["evaluated"] + d["taken_leader_dst"] <= 0:
+            bad.append(f"policy {p}: no task evaluated or taken: {d}")
+        for other in POLICIES:
+            if other == p:
+                continue
+            b, a = run.stats_before[p][other], run.stats_after[p][other]
+            if a["attempts"] != b["attempts"]:
+                bad.append(f"policy {p} in force but {other}'s counters moved")
+    checks = [s for s in run.stress if "check" in s]
+    if not checks:
+        bad.append("no numa_rss checks reported")
+    for s in checks:
+        if s.get("ok") != "1":
+            bad.append(f"numa_rss invariant failed: {s}")
+    if run.splats():
+        bad.append("kernel splat:\n" + "\n".join(run.splats()[:40]))
+    return bad
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    topo = Topology()
+    policies = args.policies.split(",")
+    kdir = Path(args.kernel) if args.kernel else kernel_dir(args.variant)
+    run = boot(kdir / "bzImage", policies, args.mix, args.seconds, topo)
+    print(
+        f"qemu_check: {run.kernel} booted and ran {len(policies)} policies in {run.seconds:.0f} s"
+    )
+    for p in policies:
+        if p in run.stats_after:
+            print(f"  {p:10s} " + " ".join(f"{k}={v}" for k, v in run.delta(p).items()))
+    bad = problems(run, policies, topo)
+    for b in bad:
+        print(f"FAIL: {b}")
+    print("qemu_check: " + ("ok" if not bad else f"{len(bad)} problem(s)"))
+    return 1 if bad else 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Per-policy selection cost on one boot, as ratios to default."""
+    topo = Topology()
+    kdir = Path(args.kernel) if args.kernel else kernel_dir(args.variant)
+    ncpus = topo.nodes * topo.cpus_per_node
+    # 4 multithreaded programs + 8 single-threaded: >= 8 runnable per CPU.
+    mix = ",".join(["16:16"] * 4 + ["1:4"] * 8)
+    run = boot(kdir / "bzImage", list(POLICIES), mix, args.seconds, topo, timeout=1800)
+    bad = problems(run, list(POLICIES), topo)
+    if not run.done:
+        print("\n".join(bad))
+        return 1
+    runnable = 4 * 16 + 8 * 1
+    print(
+        f"# overhead: {run.kernel}, QEMU TCG {ncpus} vCPUs in {topo.nodes} nodes, "
+        f"{runnable} workers ({runnable / ncpus:.0f} per CPU), {args.seconds} s per policy, "
+        f"{time.strftime('%Y-%m-%d')}"
+    )
+    print(
+        f"{'policy':10s} {'passes':>7s} {'ns/pass':>9s} {'ratio':>6s} "
+        f"{'looked/pass':>11s} {'eval/pass':>9s} {'ratio':>6s} {'moved':>6s}"
+    )
+    base: dict[str, float] = {}
+    for p in POLICIES:
+        d = run.delta(p)
+        passes = max(d["attempts"], 1)
+        ns = d["select_ns"] / passes
+        looked = d["visited"] / passes
+        # default evaluates by looking: the first movable task is taken
+        ev = looked if p == "default" else (d["evaluated"] + d["taken_leader_dst"]) / passes
+        if p == "default":
+            base = {"ns": ns or 1.0, "ev": ev or 1.0}
+        print(
+            f"{p:10s} {d['attempts']:7d} {ns:9.0f} {ns / base['ns']:6.2f} "
+            f"{looked:11.2f} {ev:9.2f} {ev / base['ev']:6.2f} {d['migrated']:6d}"
+        )
+    if bad:
+        print("\n".join(f"note: {b}" for b in bad))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for name in ("run", "bench"):
+        sp = sub.add_parser(name)
+        sp.add_argument("--variant", default="release", choices=["release", "debug"])
+        sp.add_argument("--kernel", help="directory with bzImage (default: build the series)")
+        sp.add_argument("--seconds", type=int, default=3 if name == "run" else 10)
+    sub.choices["run"].add_argument("--policies", default=",".join(POLICIES))
+    sub.choices["run"].add_argument("--mix", default="6:16,4:16,3:8,1:4,1:4")
+    args = ap.parse_args(argv)
+    return cmd_run(args) if args.cmd == "run" else cmd_bench(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
