@@ -316,6 +316,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     policies = args.policies.split(",")
     kdir = Path(args.kernel) if args.kernel else kernel_dir(args.variant)
     run = boot(kdir / "bzImage", policies, args.mix, args.seconds, topo)
+    if args.console_out:
+        Path(args.console_out).write_text(run.console)
     print(
         f"qemu_check: {run.kernel} booted and ran {len(policies)} policies in {run.seconds:.0f} s"
     )
@@ -337,6 +339,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     # 4 multithreaded programs + 8 single-threaded: >= 8 runnable per CPU.
     mix = ",".join(["16:16"] * 4 + ["1:4"] * 8)
     run = boot(kdir / "bzImage", list(POLICIES), mix, args.seconds, topo, timeout=1800)
+    if args.console_out:
+        Path(args.console_out).write_text(run.console)
     bad = problems(run, list(POLICIES), topo)
     if not run.done:
         print("\n".join(bad))
@@ -380,6 +384,7 @@ def main(argv: list[str] | None = None) -> int:
         sp.add_argument("--variant", default="release", choices=["release", "debug"])
         sp.add_argument("--kernel", help="directory with bzImage (default: build the series)")
         sp.add_argument("--seconds", type=int, default=3 if name == "run" else 10)
+        sp.add_argument("--console-out", help="save the guest's serial console to this file")
     sub.choices["run"].add_argument("--policies", default=",".join(POLICIES))
     sub.choices["run"].add_argument("--mix", default="6:16,4:16,3:8,1:4,1:4")
     args = ap.parse_args(argv)
