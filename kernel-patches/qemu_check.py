@@ -116,7 +116,9 @@ class GuestRun:
         return {k: after[k] - before[k] for k in STAT_FIELDS}
 
     def splats(self) -> list[str]:
-        return [ln for ln in self.dmesg if SPLAT.search(ln)]
+        """Kernel warnings anywhere: on the console (everything printk'd at
+        loglevel 7) or in the dmesg dump at the end."""
+        return [ln for ln in self.console.splitlines() if SPLAT.search(ln)]
 
 
 def parse_console(text: str) -> GuestRun:

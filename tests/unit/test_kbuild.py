@@ -1,0 +1,66 @@
+"""kernel-patches/kbuild.py: series, config checking and build identity."""
+
+from pathlib import Path
+
+import kbuild
+import pytest
+
+HERE = Path(kbuild.__file__).resolve().parent
+
+
+def test_series_lists_every_patch_once_in_order() -> None:
+    listed = [p.name for p in kbuild.series()]
+    on_disk = sorted(p.name for p in HERE.glob("*.patch"))
+    assert listed == on_disk
+    assert len(set(listed)) == len(listed)
+
+
+def test_patches_are_format_patch_with_signoff() -> None:
+    for p in kbuild.series():
+        text = p.read_text()
+        assert text.startswith("From "), p.name
+        assert "Signed-off-by: " in text, p.name
+        assert "\n---\n" in text, p.name
+
+
+def test_check_config_catches_dropped_symbol(tmp_path: Path) -> None:
+    cfg = tmp_path / ".config"
+    cfg.write_text("CONFIG_NUMA=y\n# CONFIG_SCHED_NUMA_LB is not set\nCONFIG_NODES_SHIFT=3\n")
+    kbuild.check_config(cfg, {"CONFIG_NUMA": "y", "CONFIG_NODES_SHIFT": "3"})
+    with pytest.raises(kbuild.BuildError, match="CONFIG_SCHED_NUMA_LB: want y, got n"):
+        kbuild.check_config(cfg, {"CONFIG_SCHED_NUMA_LB": "y"})
+    with pytest.raises(kbuild.BuildError, match="CONFIG_KASAN"):
+        kbuild.check_config(cfg, {"CONFIG_KASAN": "y"})
+    # asking for "n" is satisfied by absence
+    kbuild.check_config(cfg, {"CONFIG_KASAN": "n"})
+
+
+def test_fragments_ask_for_the_study_options() -> None:
+    want = kbuild.fragment_symbols(kbuild.config_fragments("release"))
+    for sym in ("CONFIG_NUMA", "CONFIG_ACPI_NUMA", "CONFIG_SCHED_NUMA_LB", "CONFIG_MM_NUMA_RSS",
+                "CONFIG_SCHEDSTATS", "CONFIG_SCHED_DEBUG", "CONFIG_NUMA_BALANCING",
+                "CONFIG_SERIAL_8250_CONSOLE", "CONFIG_ATA_PIIX", "CONFIG_EXT4_FS"):
+        assert want[sym] == "y", sym
+    assert want["CONFIG_NUMA_BALANCING_DEFAULT_ENABLED"] == "n"
+    debug = kbuild.fragment_symbols(kbuild.config_fragments("debug"))
+    for sym in ("CONFIG_PROVE_LOCKING", "CONFIG_KASAN", "CONFIG_DEBUG_VM"):
+        assert debug[sym] == "y", sym
+    with pytest.raises(kbuild.BuildError, match="unknown variant"):
+        kbuild.config_fragments("fast")
+
+
+def test_build_id_covers_source_series_config_and_variant(tmp_path: Path) -> None:
+    a, b = tmp_path / "0001-a.patch", tmp_path / "base.config"
+    a.write_text("one")
+    b.write_text("CONFIG_NUMA=y\n")
+    first = kbuild.build_id("6.1.192", [a], [b], "release")
+    assert kbuild.build_id("6.1.192", [a], [b], "release") == first
+    assert kbuild.build_id("6.1.193", [a], [b], "release") != first
+    assert kbuild.build_id("6.1.192", [a], [b], "debug") != first
+    a.write_text("two")
+    assert kbuild.build_id("6.1.192", [a], [b], "release") != first
+
+
+def test_missing_tarball_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(kbuild.BuildError, match="not found"):
+        kbuild.find_source(str(tmp_path / "linux-6.1.999.tar.xz"))
