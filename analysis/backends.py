@@ -1,0 +1,371 @@
+"""Backend adapters: how one run is executed on qemu or gem5.
+
+The model (spec, points, run ids) knows nothing of backends; a backend turns one
+run directory into outputs. Both are called by the worker (``worker.py``) in a
+child process of their own (own process group) so a timeout or Ctrl-C can kill
+everything a backend started.
+
+* ``qemu``: ``disk-image/qemu_boot.py``'s ``run(kernel, image, job, out_dir,
+  topology, timeout)`` (owned by the disk-image engineer). Functional emulation
+  under TCG: its timing is never architectural performance.
+* ``gem5``: ``gem5.opt --outdir=<run>/m5out configs/<script>.py <args>``; the
+  run script belongs to configs/. Arguments are built from the point only, as a
+  list (no shell); ``gem5.args`` from the spec are appended verbatim.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import importlib.util
+import inspect
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from . import provenance as pv
+from .point import Provenance, SweepPoint, canonical_json
+from .spec import topology_for
+
+ROOT = Path(__file__).resolve().parent.parent
+QEMU_BOOT = ROOT / "disk-image" / "qemu_boot.py"
+
+QEMU_CAVEAT = (
+    "qemu backend: functional emulation (TCG) with -numa nodes and SLIT distances only; "
+    "memory latency is not modelled, so elapsed times, speedups and improvements are NOT "
+    "architectural performance and must not be read as NUMA results. Counts (migrations, "
+    "page faults, page migrations, kMLB placement) are the guest kernel's own and are "
+    "meaningful as behaviour, not as timing."
+)
+GEM5_CAVEAT = (
+    "gem5 backend (MOESI_hammer): no shared L3 (the Opteron 6320's 8 MiB per socket), so "
+    "the LLC is the private L2; L1/L2 exclusive; 3-hop owner forwarding; NUMA factor from "
+    "the link latency (first-order model unless a calibration table is given)."
+)
+CAVEATS = {"qemu": QEMU_CAVEAT, "gem5": GEM5_CAVEAT}
+
+
+@dataclass
+class Artifacts:
+    """Resolved inputs of a sweep: ids (hashed into run ids) and paths (not hashed)."""
+
+    provenance: Provenance
+    paths: dict[str, str] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Outcome:
+    """What a backend reports; the worker turns it into a final state."""
+
+    exit_code: int | None
+    timed_out: bool = False
+    error: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "exit_code": self.exit_code,
+            "timed_out": self.timed_out,
+            "error": self.error,
+            "details": self.details,
+        }
+
+
+def resolve_backend(requested: str, gem5_flag: str | None) -> tuple[str, str]:
+    """(backend, reason). auto = gem5 when a gem5 binary is configured, else qemu."""
+    gem5 = gem5_flag or os.environ.get("GEM5")
+    if requested == "qemu":
+        return "qemu", "requested by the spec/CLI"
+    if requested == "gem5":
+        return "gem5", "requested by the spec/CLI"
+    if gem5 and Path(gem5).is_file() and os.access(gem5, os.X_OK):
+        return "gem5", f"auto: gem5 configured ({gem5})"
+    return "qemu", "auto: no gem5 configured (GEM5 unset or not executable)"
+
+
+def announce(backend: str, art: Artifacts | None) -> str:
+    if backend == "qemu":
+        ver = art.provenance.tool_version if art else ""
+        return (
+            f"backend: qemu ({ver}) -- functional emulation: "
+            "timing is NOT architectural performance"
+        )
+    ver = art.provenance.tool_version if art else "?"
+    path = art.paths.get("gem5", "") if art else ""
+    return f"backend: gem5 {ver} ({path}) -- timing model MOESI_hammer"
+
+
+# ----------------------------------------------------------------- prerequisites
+def prepare(backend: str, spec_variant: str, build: bool, gem5_flag: str | None) -> Artifacts:
+    """Find (and with build=True, build) the kernel and image; hash what matters.
+
+    Raises PrerequisiteError with a message saying what is missing and how to
+    get it. With build=False nothing is built; ids still come out (from the
+    artifact dir name / image path) so a dry run can list run ids.
+    """
+    paths: dict[str, str] = {}
+    info: dict[str, Any] = {}
+    if backend == "qemu":
+        tool_version = pv.qemu_version()
+        if not QEMU_BOOT.exists():
+            raise pv.PrerequisiteError(
+                "qemu backend: disk-image/qemu_boot.py does not exist yet (the QEMU boot "
+                "primitive is being written by the disk-image engineer)"
+            )
+    elif backend == "gem5":
+        g = gem5_flag or os.environ.get("GEM5")
+        if not g:
+            raise pv.PrerequisiteError(
+                "gem5 backend: no gem5 binary; set GEM5=/path/to/gem5.opt or pass --gem5 "
+                "(gem5 v24.0.0.1, X86, Ruby MOESI_hammer)"
+            )
+        gp = Path(g)
+        if not (gp.is_file() and os.access(gp, os.X_OK)):
+            raise pv.PrerequisiteError(f"gem5 backend: {gp} is not an executable file")
+        tool_version, opts = pv.gem5_version(gp)
+        tool_version = f"gem5 version {tool_version}"
+        info["gem5_build_options"] = {
+            k: opts[k] for k in sorted(opts) if "PROTOCOL" in k or "ISA" in k
+        }
+        paths["gem5"] = str(gp.resolve())
+    else:
+        raise ValueError(backend)
+
+    art = pv.kernel_artifacts(spec_variant, build)
+    kid = pv.kernel_build_id(art, need_built=build)
+    paths["kernel_dir"] = str(art)
+    paths["kernel"] = str(art / ("bzImage" if backend == "qemu" else "vmlinux"))
+    img = pv.image_path(build)
+    iid = pv.image_id(img, need_built=build)
+    paths["image"] = str(img)
+    prov = Provenance(
+        backend=backend,
+        kernel_build_id=kid,
+        image_id=iid,
+        code_revision=pv.code_revision(backend),
+        tool_version=tool_version,
+        gem5_sha256=pv.cached_sha256(Path(paths["gem5"])) if backend == "gem5" else None,
+    )
+    return Artifacts(prov, paths, info)
+
+
+# ------------------------------------------------------------------------ qemu
+def load_qemu_boot() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("qemu_boot", QEMU_BOOT)
+    if spec is None or spec.loader is None:
+        raise pv.PrerequisiteError(f"cannot load {QEMU_BOOT}")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, str | int | float | bool) or x is None:
+        return x
+    if isinstance(x, Path):
+        return str(x)
+    if hasattr(x, "__dataclass_fields__"):
+        return _jsonable({k: getattr(x, k) for k in x.__dataclass_fields__})
+    if hasattr(x, "_asdict"):
+        return _jsonable(x._asdict())
+    return repr(x)
+
+
+def run_qemu(rec: dict[str, Any], run_dir: Path, timeout_s: float) -> Outcome:
+    point = SweepPoint.from_dict(rec["point"])
+    lat_key = "numa_factor" if point.numa_factor is not None else "link_latency"
+    lat = point.numa_factor if point.numa_factor is not None else point.link_latency
+    topo = topology_for(point.sockets, point.cores_per_socket, lat_key, lat, point.machine)
+    job = json.loads((run_dir / "job.json").read_text())
+    out = run_dir / "guest"
+    out.mkdir(parents=True, exist_ok=True)
+    qb = load_qemu_boot()
+    kwargs: dict[str, Any] = {
+        "kernel": Path(rec["paths"]["kernel"]),
+        "image": Path(rec["paths"]["image"]),
+        "job": job,
+        "out_dir": out,
+        "topology": topo,
+        "timeout": timeout_s,
+    }
+    params = inspect.signature(qb.run).parameters
+    if "log" in params or "log_path" in params:
+        kwargs["log" if "log" in params else "log_path"] = run_dir / "logs" / "console.log"
+    kwargs = {k: v for k, v in kwargs.items() if k in params or _has_var_kw(params)}
+    result = qb.run(**kwargs)
+    return outcome_from_qemu(result)
+
+
+def _has_var_kw(params: Any) -> bool:
+    return any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params.values())
+
+
+def outcome_from_qemu(result: Any) -> Outcome:
+    """Normalise qemu_boot.run's result (object, dict or tuple) into an Outcome."""
+    d = _jsonable(result)
+    if isinstance(d, list) and len(d) == 2 and isinstance(d[1], dict | str | int):
+        d = {"files": d[0], "status": d[1]}
+    if not isinstance(d, dict):
+        d = {"status": d}
+    status = d.get("status", d.get("state"))
+    exit_code = d.get("exit_code", d.get("returncode", d.get("qemu_exit_code")))
+    timed_out = bool(d.get("timed_out", False)) or status == "timeout"
+    ok = status in ("ok", "done", "success", 0, True) or (status is None and exit_code == 0)
+    if exit_code is None:
+        exit_code = 0 if ok else 1
+    err = None if ok else str(d.get("error") or d.get("message") or f"qemu_boot status {status!r}")
+    return Outcome(exit_code=int(exit_code), timed_out=timed_out, error=err, details=d)
+
+
+# ------------------------------------------------------------------------ gem5
+def gem5_args(point: SweepPoint, paths: dict[str, str], run_dir: Path) -> list[str]:
+    """Arguments after the script (the configs/ run script's command line)."""
+    m = point.machine
+    a = [
+        "--sockets", str(point.sockets),
+        "--cores-per-socket", str(point.cores_per_socket),
+        "--mem-per-node", m["mem_per_node"],
+        "--cpu-clock", m["cpu_clock"],
+        "--memory-type", m["memory_type"],
+        "--inter-socket", m["inter_socket"],
+    ]  # fmt: skip
+    if point.numa_factor is not None:
+        a += ["--numa-factor", repr(point.numa_factor)]
+    else:
+        a += ["--link-latency", str(point.link_latency)]
+    if m.get("slit_remote_distance") is not None:
+        a += ["--slit-remote-distance", str(m["slit_remote_distance"])]
+    if not m.get("probe_filter", True):
+        a.append("--no-probe-filter")
+    if m.get("l2_includes_l3_share"):
+        a.append("--l2-includes-l3-share")
+    cpu = point.cpu or {}
+    a += ["--cpu-boot", cpu.get("boot", "atomic"), "--cpu-roi", cpu.get("roi", "timing")]
+    a += ["--kernel", paths["kernel"], "--disk-image", paths["image"]]
+    a += ["--job", str(run_dir / "job.json"), "--seed", str(point.repeat)]
+    return a
+
+
+def gem5_command(
+    rec: dict[str, Any],
+    run_dir: Path,
+    checkpoint: Path | None = None,
+    take_checkpoint: bool = False,
+) -> list[str]:
+    point = SweepPoint.from_dict(rec["point"])
+    g5 = point.gem5 or {}
+    script = ROOT / "configs" / g5.get("script", "numa_run.py")
+    outdir = run_dir / "m5out"
+    cmd = [rec["paths"]["gem5"], f"--outdir={outdir}", str(script)]
+    cmd += gem5_args(point, rec["paths"], run_dir)
+    if checkpoint is not None:
+        cmd += ["--take-checkpoint" if take_checkpoint else "--restore-checkpoint", str(checkpoint)]
+    cmd += list(g5.get("args", []))
+    return cmd
+
+
+def checkpoint_key(rec: dict[str, Any]) -> str:
+    """One boot checkpoint per (boot topology, kernel, image, gem5, configs code).
+
+    What the guest saw at boot (core count, memory map, SLIT) and the boot CPU
+    decide the checkpoint; link latency, caches, ROI CPU and policy may differ at
+    restore (configs/README.md, "Checkpoints and the SLIT").
+    """
+    p = SweepPoint.from_dict(rec["point"])
+    lat_key = "numa_factor" if p.numa_factor is not None else "link_latency"
+    lat = p.numa_factor if p.numa_factor is not None else p.link_latency
+    topo = topology_for(p.sockets, p.cores_per_socket, lat_key, lat, p.machine)
+    prov = rec["provenance"]
+    key = {
+        "sockets": p.sockets,
+        "cores_per_socket": p.cores_per_socket,
+        "mem_per_node": p.machine["mem_per_node"],
+        "memory_type": p.machine["memory_type"],
+        "slit": topo.slit(),
+        "cpu_boot": (p.cpu or {}).get("boot"),
+        "kernel": prov["kernel_build_id"],
+        "image": prov["image_id"],
+        "gem5": prov["gem5_sha256"],
+        "configs": prov["code_revision"].get("configs"),
+    }
+    return hashlib.sha256(canonical_json(key).encode()).hexdigest()[:20]
+
+
+def ensure_checkpoint(rec: dict[str, Any], run_dir: Path, log: Any, timeout_s: float) -> Path:
+    """Create the boot checkpoint once, under a lock, and return its directory.
+
+    Two workers asking for the same key serialise on ``<key>.lock``; the second
+    finds the finished checkpoint and reuses it. A failed boot leaves nothing.
+    """
+    base = pv.cache_root() / "checkpoints"
+    base.mkdir(parents=True, exist_ok=True)
+    key = checkpoint_key(rec)
+    final = base / key
+    with open(base / f"{key}.lock", "w") as lf:
+        fcntl.flock(lf, fcntl.LOCK_EX)
+        if (final / "DONE").exists():
+            return final
+        tmp = base / f"{key}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        cmd = gem5_command(rec, tmp, checkpoint=tmp / "cpt", take_checkpoint=True)
+        log.write(f"boot checkpoint {key}: {cmd}\n".encode())
+        log.flush()
+        r = subprocess.run(
+            cmd, stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s, check=False
+        )
+        if r.returncode != 0 or not (tmp / "cpt").exists():
+            raise RuntimeError(f"boot checkpoint failed (gem5 exit {r.returncode})")
+        (tmp / "DONE").write_text(json.dumps({"run": rec["run_id"]}) + "\n")
+        shutil.rmtree(final, ignore_errors=True)
+        tmp.rename(final)
+        return final
+
+
+def run_gem5(rec: dict[str, Any], run_dir: Path, timeout_s: float) -> Outcome:
+    point = SweepPoint.from_dict(rec["point"])
+    logp = run_dir / "logs" / "gem5.log"
+    with open(logp, "ab") as log:
+        ckpt = None
+        if (point.gem5 or {}).get("checkpoint", True):
+            ckpt = ensure_checkpoint(rec, run_dir, log, timeout_s) / "cpt"
+        cmd = gem5_command(rec, run_dir, checkpoint=ckpt)
+        (run_dir / "logs" / "gem5.cmd.json").write_text(json.dumps(cmd) + "\n")
+        try:
+            r = subprocess.run(
+                cmd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                timeout=timeout_s,
+                cwd=run_dir,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return Outcome(exit_code=None, timed_out=True, error=f"gem5 exceeded {timeout_s:.0f} s")
+    collect_gem5_guest_files(run_dir)
+    err = None if r.returncode == 0 else f"gem5 exited with {r.returncode}"
+    return Outcome(exit_code=r.returncode, error=err, details={"command": cmd})
+
+
+def collect_gem5_guest_files(run_dir: Path) -> None:
+    """Guest files written with `m5 writefile` land in m5out/; copy them to guest/."""
+    m5 = run_dir / "m5out"
+    g = run_dir / "guest"
+    for name in ("results.jsonl",):
+        for cand in (m5 / "guest" / name, m5 / name):
+            if cand.exists() and not (g / name).exists():
+                g.mkdir(exist_ok=True)
+                shutil.copy2(cand, g / name)
+
+
+RUNNERS = {"qemu": run_qemu, "gem5": run_gem5}

@@ -1,0 +1,237 @@
+"""The local executor: a pool of worker processes on this machine.
+
+Each run is one ``run_all.py worker <run dir>`` process in a session of its own
+(so the terminal's Ctrl-C reaches only this driver, which then stops the workers
+in order). The pool is sized to the cores and the available memory divided by
+the per-run resources, unless ``--jobs`` says otherwise.
+
+Ctrl-C once: no new runs start; every worker gets SIGTERM, kills its backend
+and records ``interrupted``; finished runs are untouched; the sweep resumes
+with the same command. Ctrl-C twice: workers are killed at once and the driver
+marks what they left ``interrupted`` itself.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from .rundir import RunDir, State, is_stale_running
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKER_DISK_EXIT = 28
+
+
+def mem_available() -> int:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+
+
+def pool_size(cpus_per_run: int, mem_per_run: int, jobs: int | None = None) -> tuple[int, str]:
+    cores = (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    )
+    mem = mem_available()
+    by_cpu = max(1, cores // max(1, cpus_per_run))
+    by_mem = max(1, mem // max(1, mem_per_run))
+    if jobs:
+        return jobs, f"--jobs {jobs}"
+    n = min(by_cpu, by_mem)
+    return n, (
+        f"{n} parallel: {cores} cores / {cpus_per_run} per run = {by_cpu}, "
+        f"{mem >> 20} MiB available / {mem_per_run >> 20} MiB per run = {by_mem}"
+    )
+
+
+def fmt_s(s: float) -> str:
+    s = int(round(s))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+
+
+def worker_cmd(run_dir: Path, executor: str) -> list[str]:
+    return [
+        sys.executable,
+        str(ROOT / "run_all.py"),
+        "worker",
+        str(run_dir),
+        "--executor",
+        executor,
+    ]
+
+
+@dataclass
+class Progress:
+    total: int
+    parallel: int
+    out: TextIO = sys.stdout
+    started: float = field(default_factory=time.monotonic)
+    durations: list[float] = field(default_factory=list)
+    finished: int = 0
+    counts: Counter = field(default_factory=Counter)
+    tty: bool = False
+
+    def eta(self, running: int) -> str:
+        left = self.total - self.finished
+        if not self.durations:
+            return "ETA ?"
+        mean = sum(self.durations) / len(self.durations)
+        return f"ETA {fmt_s(left * mean / max(1, min(self.parallel, left)))}"
+
+    def line(self, running: int) -> str:
+        width = 24
+        done = int(width * self.finished / max(1, self.total))
+        bar = "#" * done + "." * (width - done)
+        states = " ".join(f"{k}={v}" for k, v in sorted(self.counts.items()))
+        return (
+            f"[{bar}] {self.finished}/{self.total} {states} running={running} "
+            f"elapsed {fmt_s(time.monotonic() - self.started)} {self.eta(running)}"
+        )
+
+    def event(self, text: str, running: int) -> None:
+        if self.tty:
+            self.out.write("\r\033[K")
+        self.out.write(f"{text} | {self.line(running)}\n")
+        self.out.flush()
+
+    def tick(self, running: int) -> None:
+        if self.tty:
+            self.out.write("\r\033[K" + self.line(running))
+            self.out.flush()
+
+
+@dataclass
+class LocalResult:
+    counts: Counter
+    interrupted: bool = False
+    stopped_reason: str | None = None
+
+
+class LocalExecutor:
+    name = "local"
+
+    def __init__(self, parallel: int, min_free_disk: int, out: TextIO = sys.stdout) -> None:
+        self.parallel = parallel
+        self.min_free_disk = min_free_disk
+        self.out = out
+
+    def run(self, runs: list[tuple[RunDir, str]]) -> LocalResult:
+        """runs: (run dir, label) in order; every one is pending when called."""
+        prog = Progress(
+            total=len(runs), parallel=self.parallel, out=self.out, tty=self.out.isatty()
+        )
+        queue = list(runs)
+        active: dict[int, tuple[subprocess.Popen[bytes], RunDir, str, float]] = {}
+        sigints: list[float] = []
+        prev = signal.signal(signal.SIGINT, lambda s, f: sigints.append(time.monotonic()))
+        stopped: str | None = None
+        try:
+            while queue or active:
+                if sigints and not stopped:
+                    stopped = "interrupted (Ctrl-C)"
+                    self.out.write(
+                        f"\n{stopped}: stopping {len(active)} running run(s); "
+                        "finished runs are kept\n"
+                    )
+                    for p, *_ in active.values():
+                        _signal_group(p.pid, signal.SIGTERM)
+                if len(sigints) > 1:
+                    for p, rd, *_ in active.values():
+                        _kill_hard(p.pid, rd)
+                if not stopped and queue and len(active) < self.parallel:
+                    free = shutil.disk_usage(queue[0][0].path).free
+                    if free < self.min_free_disk:
+                        stopped = (
+                            f"disk nearly full: {free >> 20} MiB free < "
+                            f"{self.min_free_disk >> 20} MiB (resources.min_free_disk)"
+                        )
+                        self.out.write(f"stopping: {stopped}\n")
+                        continue
+                    rd, label = queue.pop(0)
+                    with open(rd.path / "worker.out", "wb") as wo:
+                        p = subprocess.Popen(
+                            worker_cmd(rd.path, "local"),
+                            stdout=wo,
+                            stderr=subprocess.STDOUT,
+                            start_new_session=True,
+                        )
+                    active[p.pid] = (p, rd, label, time.monotonic())
+                    continue
+                for pid, (p, rd, label, t0) in list(active.items()):
+                    rc = p.poll()
+                    if rc is None:
+                        continue
+                    del active[pid]
+                    state = rd.state()
+                    if state == State.RUNNING or state is None:
+                        # the worker died without recording its end (e.g. SIGKILL)
+                        rd.transition(
+                            State.INTERRUPTED if stopped else State.FAILED,
+                            error=f"worker exited {rc} without a final state",
+                            exit_code=rc,
+                        )
+                        state = rd.state()
+                    assert state is not None
+                    prog.finished += 1
+                    prog.counts[state.value] += 1
+                    if state == State.DONE:
+                        prog.durations.append(time.monotonic() - t0)
+                    msg = f"{state.value:11s} {rd.path.name} {label} {fmt_s(time.monotonic() - t0)}"
+                    if state != State.DONE:
+                        err = (rd.status() or {}).get("error") or ""
+                        msg += f" ({err.splitlines()[0][:120] if err else 'see logs/'})"
+                    prog.event(msg, len(active))
+                    if rc == WORKER_DISK_EXIT and not stopped:
+                        stopped = (
+                            f"disk full in run {rd.path.name}: {(rd.status() or {}).get('error')}"
+                        )
+                        self.out.write(f"stopping: {stopped}\n")
+                if stopped and not active:
+                    break
+                prog.tick(len(active))
+                time.sleep(0.2)
+        finally:
+            signal.signal(signal.SIGINT, prev)
+            for p, rd, *_ in active.values():  # only after an exception
+                _kill_hard(p.pid, rd)
+                if is_stale_running(rd) or rd.state() == State.RUNNING:
+                    rd.transition(State.INTERRUPTED, error="driver stopped")
+        if prog.tty:
+            self.out.write("\n")
+        return LocalResult(prog.counts, interrupted=bool(sigints), stopped_reason=stopped)
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _kill_hard(worker_pid: int, rd: RunDir) -> None:
+    """SIGKILL the worker's group and the backend group it recorded."""
+    _signal_group(worker_pid, signal.SIGKILL)
+    bpg = (rd.status() or {}).get("backend_pgid")
+    if isinstance(bpg, int) and bpg > 1:
+        _signal_group(bpg, signal.SIGKILL)
+
+
+def summary_line(counts: Counter[str] | dict[str, Any]) -> str:
+    return ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "nothing run"

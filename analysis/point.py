@@ -1,0 +1,116 @@
+"""A sweep point (one run's inputs) and the content-addressed run id.
+
+``SweepPoint`` is a plain serializable dataclass: ``to_dict()`` / ``from_dict()``
+round-trip through JSON exactly. The run id is the SHA-256 of the canonical JSON
+of every input that changes the result:
+
+* the point itself (all of its fields, the resolved programs included),
+* ``Provenance``: kernel build id (build.json), image id, the backend's code
+  revision (hash of the configs/ tree; for qemu also disk-image/qemu_boot.py and
+  the QEMU version) and, for gem5, the binary's SHA-256 and version.
+
+Resources (CPUs, memory, time limit) and paths are deliberately not hashed: they
+change where and how fast a run happens, not its result. Canonical JSON: keys
+sorted, no whitespace, floats as Python's shortest repr, ASCII only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+POINT_SCHEMA = 1
+ID_LEN_DIR = 16  # run directory name = first 16 hex digits of the run id
+
+
+def canonical_json(obj: Any) -> str:
+    return json.dumps(
+        obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
+    )
+
+
+@dataclass
+class SweepPoint:
+    backend: str  # qemu | gem5 (resolved, never "auto")
+    policy: str
+    sockets: int
+    cores_per_socket: int
+    numa_factor: float | None
+    link_latency: str | None
+    threads: int
+    mix: str
+    repeat: int
+    kernel_variant: str = "release"
+    machine: dict[str, Any] = field(default_factory=dict)
+    job_options: dict[str, Any] = field(default_factory=dict)
+    programs: list[dict[str, Any]] = field(default_factory=list)
+    cpu: dict[str, str] | None = None  # gem5 only
+    gem5: dict[str, Any] | None = None  # gem5 only: script, args, checkpoint
+    schema: int = POINT_SCHEMA
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SweepPoint:
+        names = {f.name for f in fields(cls)}
+        unknown = set(d) - names
+        if unknown:
+            raise ValueError(f"unknown point fields {sorted(unknown)}")
+        return cls(**d)
+
+    # Short labels for listings and reports.
+    @property
+    def latency_label(self) -> str:
+        return (
+            f"f={self.numa_factor:g}"
+            if self.numa_factor is not None
+            else f"link={self.link_latency}"
+        )
+
+    def label(self) -> str:
+        return (
+            f"{self.policy} {self.sockets}x{self.cores_per_socket} {self.latency_label} "
+            f"t={self.threads} {self.mix} r{self.repeat}"
+        )
+
+    def as_columns(self) -> dict[str, Any]:
+        """The flat spec fields used as frame columns (nested settings omitted)."""
+        return {
+            "backend": self.backend,
+            "policy": self.policy,
+            "sockets": self.sockets,
+            "cores_per_socket": self.cores_per_socket,
+            "numa_factor": self.numa_factor,
+            "link_latency": self.link_latency,
+            "threads": self.threads,
+            "mix": self.mix,
+            "repeat": self.repeat,
+            "kernel_variant": self.kernel_variant,
+        }
+
+
+@dataclass
+class Provenance:
+    """Ids of the artifacts a run depends on; all of it enters the run id."""
+
+    backend: str
+    kernel_build_id: str
+    image_id: str
+    code_revision: dict[str, str]  # name -> sha256 (configs tree, qemu_boot.py, ...)
+    tool_version: str  # "QEMU emulator version 7.2.x" / "gem5 version 24.0.0.1"
+    gem5_sha256: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Provenance:
+        return cls(**d)
+
+
+def run_id(point: SweepPoint, prov: Provenance) -> str:
+    payload = {"point": point.to_dict(), "provenance": prov.to_dict()}
+    return hashlib.sha256(canonical_json(payload).encode()).hexdigest()

@@ -1,0 +1,191 @@
+"""Ids of what a run depends on: kernel build, image, code revision, gem5/QEMU.
+
+Everything here is deterministic in its inputs; the expensive ones (SHA-256 of
+a gem5 binary or a disk image) are cached by (path, size, mtime_ns) in
+``$NUMA_LB_CACHE/hashes.json`` (default ~/.cache/numa-lb-study).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+CODE_SUFFIXES = (".py", ".json", ".csv", ".toml")
+
+
+class PrerequisiteError(RuntimeError):
+    """A prerequisite is missing; the message says what and how to get it."""
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("NUMA_LB_CACHE", Path.home() / ".cache" / "numa-lb-study"))
+
+
+def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while b := f.read(chunk):
+            h.update(b)
+    return h.hexdigest()
+
+
+def cached_sha256(path: Path) -> str:
+    """SHA-256 of a big file, cached by (resolved path, size, mtime_ns)."""
+    path = Path(path).resolve()
+    st = path.stat()
+    key = f"{path}\0{st.st_size}\0{st.st_mtime_ns}"
+    db_path = cache_root() / "hashes.json"
+    try:
+        db = json.loads(db_path.read_text())
+    except (OSError, ValueError):
+        db = {}
+    if key in db:
+        return db[key]
+    digest = sha256_file(path)
+    db[key] = digest
+    try:
+        db_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = db_path.with_name(f".hashes.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(db, indent=0))
+        os.replace(tmp, db_path)
+    except OSError:
+        pass  # the cache is an optimisation only
+    return digest
+
+
+def tree_hash(root: Path, suffixes: tuple[str, ...] = CODE_SUFFIXES) -> str:
+    """Hash of the files (relative path + content) of a source tree; caches skipped."""
+    h = hashlib.sha256()
+    files = sorted(
+        p
+        for p in Path(root).rglob("*")
+        if p.is_file()
+        and p.suffix in suffixes
+        and "__pycache__" not in p.parts
+        and not any(part.startswith(".") for part in p.relative_to(root).parts)
+    )
+    for p in files:
+        h.update(str(p.relative_to(root)).encode() + b"\0")
+        h.update(hashlib.sha256(p.read_bytes()).digest())
+    return h.hexdigest()
+
+
+def code_revision(backend: str) -> dict[str, str]:
+    """Hashes of the project code a backend's results depend on.
+
+    configs/ builds the machine (gem5) and the Topology both backends use; the
+    QEMU backend also depends on disk-image/qemu_boot.py. workloads/ reaches the
+    guest through the image, so the image id covers it.
+    """
+    rev = {"configs": tree_hash(ROOT / "configs")}
+    if backend == "qemu":
+        qb = ROOT / "disk-image" / "qemu_boot.py"
+        rev["qemu_boot"] = sha256_file(qb) if qb.exists() else "absent"
+    return rev
+
+
+def _run(cmd: list[str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+# -------------------------------------------------------------------- kernel
+def kernel_artifacts(variant: str, build: bool) -> Path:
+    """The kernel artifact dir (kernel-patches/kbuild.py); builds it when asked."""
+    cmd = [sys.executable, str(ROOT / "kernel-patches" / "kbuild.py"), "build" if build else "path"]
+    cmd += ["--variant", variant]
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=False)
+    if r.returncode != 0 or not r.stdout.strip():
+        raise PrerequisiteError(
+            f"kernel: `{' '.join(cmd[1:])}` failed (exit {r.returncode}); see its messages above"
+        )
+    return Path(r.stdout.strip().splitlines()[-1])
+
+
+def kernel_build_id(art: Path, need_built: bool) -> str:
+    bj = art / "build.json"
+    if bj.exists():
+        return str(json.loads(bj.read_text())["build_id"])
+    if need_built:
+        raise PrerequisiteError(
+            f"kernel: {bj} missing; build it with `kernel-patches/kbuild.py build` "
+            "(or drop --no-build)"
+        )
+    return art.name  # kbuild names the artifact dir after the build id
+
+
+# --------------------------------------------------------------------- image
+def image_path(build: bool) -> Path:
+    tool = ROOT / "disk-image" / "build_image.py"
+    if not tool.exists():
+        raise PrerequisiteError(
+            "disk image: disk-image/build_image.py does not exist yet (the image tool is "
+            "being written); the qemu and gem5 backends need its image"
+        )
+    cmd = [sys.executable, str(tool), "build" if build else "path"]
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=False)
+    if r.returncode != 0 or not r.stdout.strip():
+        raise PrerequisiteError(f"disk image: `{' '.join(cmd[1:])}` failed (exit {r.returncode})")
+    return Path(r.stdout.strip().splitlines()[-1])
+
+
+def image_id(path: Path, need_built: bool) -> str:
+    """The image's own id if the image tool records one, else its SHA-256."""
+    for meta in (path.with_suffix(".json"), path.parent / "image.json", path / "image.json"):
+        if meta.is_file():
+            try:
+                d = json.loads(meta.read_text())
+            except ValueError:
+                continue
+            for k in ("image_id", "id", "build_id"):
+                if isinstance(d.get(k), str):
+                    return d[k]
+    if path.is_file():
+        return "sha256:" + cached_sha256(path)
+    if need_built:
+        raise PrerequisiteError(
+            f"disk image: {path} does not exist; build it with "
+            "`disk-image/build_image.py build` (or drop --no-build)"
+        )
+    return f"unbuilt:{path.name}"
+
+
+# ---------------------------------------------------------------------- gem5
+def gem5_version(binary: Path) -> tuple[str, dict[str, str]]:
+    """(version, build options) from `gem5.opt --build-info`."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="gem5-info-") as tmp:
+        r = _run([str(binary), f"--outdir={tmp}", "--build-info"], timeout=120)
+    if r.returncode != 0:
+        raise PrerequisiteError(
+            f"gem5: `{binary} --build-info` failed (exit {r.returncode}): {r.stderr.strip()[-300:]}"
+        )
+    version, opts = "unknown", {}
+    for line in r.stdout.splitlines():
+        line = line.strip()
+        if line.startswith("gem5 version"):
+            version = line.split("gem5 version", 1)[1].strip()
+        elif " = " in line:
+            k, _, v = line.partition(" = ")
+            opts[k.strip()] = v.strip()
+    return version, opts
+
+
+def qemu_version() -> str:
+    try:
+        r = _run(["qemu-system-x86_64", "--version"], timeout=30)
+    except FileNotFoundError:
+        raise PrerequisiteError(
+            "qemu: qemu-system-x86_64 not found (Debian package qemu-system-x86; run .ci/setup)"
+        ) from None
+    return r.stdout.splitlines()[0].strip() if r.stdout else "unknown"
+
+
+def summary(prov: Any) -> dict[str, Any]:
+    return prov.to_dict() if hasattr(prov, "to_dict") else dict(prov)

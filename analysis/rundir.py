@@ -1,0 +1,250 @@
+"""Run directories and their status.json state machine.
+
+Layout of one run (``<out>/runs/<first 16 hex digits of the run id>/``)::
+
+    spec.json      point, full run id, provenance, artifact paths, resources, job
+    job.json       the guest job handed to the backend (mix runner schema 1)
+    status.json    state + history of transitions, timings, host, pid, exit codes
+    logs/          backend.log (QEMU console / gem5 stdout+stderr), worker.log
+    guest/         guest result files (results.jsonl, prog-*.out/err)
+    m5out/         gem5 output directory (stats.txt, config.json, ...)
+    attempts/N/    earlier unsuccessful attempts, moved aside on --rerun-failed
+
+States: pending -> running -> done | failed | timeout | interrupted. status.json
+is rewritten atomically (write + rename) at every transition. A ``done`` run is
+never modified again: the worker refuses to touch it and the driver skips it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import errno
+import fcntl
+import json
+import os
+import shutil
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+
+class State(enum.StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    TIMEOUT = "timeout"
+    INTERRUPTED = "interrupted"
+
+
+FINAL = {State.DONE, State.FAILED, State.TIMEOUT, State.INTERRUPTED}
+RERUN_ON_REQUEST = {State.FAILED, State.TIMEOUT}
+_ALLOWED = {
+    None: {State.PENDING},
+    State.PENDING: {State.PENDING, State.RUNNING, State.INTERRUPTED, State.FAILED, State.TIMEOUT},
+    State.RUNNING: {State.DONE, State.FAILED, State.TIMEOUT, State.INTERRUPTED},
+    State.FAILED: {State.PENDING},
+    State.TIMEOUT: {State.PENDING},
+    # The Slurm reconciler may correct an interrupted worker (SIGTERM at the time
+    # limit) to timeout once Slurm reports TIMEOUT.
+    State.INTERRUPTED: {State.PENDING, State.TIMEOUT},
+    State.DONE: set(),
+}
+
+
+class StatusError(RuntimeError):
+    pass
+
+
+def now_iso() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=2, sort_keys=True)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> Any:
+    with open(path) as f:
+        return json.load(f)
+
+
+class RunDir:
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    # ------------------------------------------------------------ files
+    @property
+    def spec_file(self) -> Path:
+        return self.path / "spec.json"
+
+    @property
+    def status_file(self) -> Path:
+        return self.path / "status.json"
+
+    @property
+    def job_file(self) -> Path:
+        return self.path / "job.json"
+
+    @property
+    def logs(self) -> Path:
+        return self.path / "logs"
+
+    @property
+    def guest(self) -> Path:
+        return self.path / "guest"
+
+    @property
+    def m5out(self) -> Path:
+        return self.path / "m5out"
+
+    def spec(self) -> dict[str, Any]:
+        return read_json(self.spec_file)
+
+    def status(self) -> dict[str, Any] | None:
+        try:
+            return read_json(self.status_file)
+        except FileNotFoundError:
+            return None
+        except json.JSONDecodeError:
+            # A torn write cannot happen (rename), but a hand-edited file can.
+            return {"state": State.FAILED.value, "error": "status.json unreadable", "history": []}
+
+    def state(self) -> State | None:
+        st = self.status()
+        return State(st["state"]) if st else None
+
+    # ------------------------------------------------------------ create
+    def create(self, spec_record: dict[str, Any], job: dict[str, Any]) -> bool:
+        """Create a new run directory (pending). Returns False if it already exists."""
+        if self.status_file.exists():
+            existing = self.spec()
+            if existing.get("run_id") != spec_record.get("run_id"):
+                raise StatusError(
+                    f"{self.path}: holds run {existing.get('run_id')}, not "
+                    f"{spec_record.get('run_id')} (run id prefix collision)"
+                )
+            return False
+        self.path.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(self.spec_file, spec_record)
+        write_json_atomic(self.job_file, job)
+        self.transition(State.PENDING, created_at=now_iso())
+        return True
+
+    # ------------------------------------------------------------ state
+    def transition(self, new: State, **fields: Any) -> dict[str, Any]:
+        st = self.status() or {"history": []}
+        old = State(st["state"]) if "state" in st else None
+        if new not in _ALLOWED[old]:
+            raise StatusError(f"{self.path.name}: {old} -> {new} is not allowed")
+        st["state"] = new.value
+        st.update(fields)
+        st.setdefault("history", []).append({"state": new.value, "at": now_iso(), "t": time.time()})
+        write_json_atomic(self.status_file, st)
+        return st
+
+    def update(self, **fields: Any) -> dict[str, Any]:
+        """Add fields without a state change (e.g. the Slurm job id)."""
+        st = self.status()
+        if st is None:
+            raise StatusError(f"{self.path}: no status.json")
+        if st["state"] == State.DONE.value:
+            raise StatusError(f"{self.path.name}: done runs are never modified")
+        st.update(fields)
+        write_json_atomic(self.status_file, st)
+        return st
+
+    def reset_for_rerun(self) -> int:
+        """Move an unsuccessful attempt's outputs to attempts/N and go back to pending."""
+        st = self.status() or {}
+        state = State(st.get("state", "pending"))
+        if state == State.DONE:
+            raise StatusError(f"{self.path.name}: done runs are never rerun")
+        if state == State.PENDING:
+            return int(st.get("attempt", 0))
+        n = int(st.get("attempt", 1))
+        dest = self.path / "attempts" / str(n)
+        dest.mkdir(parents=True, exist_ok=True)
+        for name in ("logs", "guest", "m5out"):
+            src = self.path / name
+            if src.exists():
+                shutil.move(str(src), str(dest / name))
+        shutil.copy2(self.status_file, dest / "status.json")
+        keep = {k: st[k] for k in ("history", "created_at") if k in st}
+        keep["attempt"] = n
+        keep["previous"] = {k: st.get(k) for k in ("state", "exit_code", "error", "finished_at")}
+        keep["state"] = st["state"]
+        write_json_atomic(self.status_file, keep)
+        self.transition(State.PENDING)
+        return n
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[bool]:
+        """Exclusive, non-blocking: yields False when another process holds it."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as e:
+                if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    yield False
+                    return
+                raise
+            yield True
+        finally:
+            os.close(fd)
+
+    def is_locked(self) -> bool:
+        with self.lock() as got:
+            return not got
+
+    def log_tail(self, nbytes: int = 4000) -> str:
+        parts = []
+        names = sorted(p.name for p in self.logs.glob("*.log")) if self.logs.exists() else []
+        names.sort(key=lambda n: n == "worker.log")  # the worker's own log last
+        for name in names:
+            p = self.logs / name
+            if p.exists():
+                with open(p, "rb") as f:
+                    f.seek(0, os.SEEK_END)
+                    size = f.tell()
+                    f.seek(max(0, size - nbytes))
+                    text = f.read().decode("utf-8", "replace")
+                parts.append(f"--- {name} (last {min(size, nbytes)} of {size} bytes)\n{text}")
+        return "\n".join(parts)
+
+
+def host_info() -> dict[str, Any]:
+    return {"host": socket.gethostname(), "pid": os.getpid()}
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def is_stale_running(rd: RunDir) -> bool:
+    """A 'running' run whose worker is gone (driver killed, machine rebooted)."""
+    st = rd.status() or {}
+    if st.get("state") != State.RUNNING.value:
+        return False
+    if rd.is_locked():
+        return False  # a live worker holds the lock (on this or, via NFS locks, another host)
+    if st.get("slurm", {}).get("job_id") and st.get("host") != socket.gethostname():
+        return False  # decided by the Slurm reconciler from the job state
+    return not (st.get("host") == socket.gethostname() and pid_alive(int(st.get("pid", 0))))

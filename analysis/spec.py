@@ -1,0 +1,558 @@
+"""Sweep specifications: TOML files (presets in analysis/presets/), overrides, validation.
+
+A spec says which points to run (the ``[axes]``: policy x NUMA factor or link
+latency x sockets x cores per socket x threads x mix x repeats), on which
+backend, with which machine, CPU, guest-job and resource settings. Everything is
+validated before anything runs; a ``SpecError`` names the field (dotted path)
+and, where the set is finite, the allowed values.
+
+The model is pure: no backend, no executor, no file system beyond reading the
+TOML file. ``matrix.py`` expands a validated spec into sweep points.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+import sys
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+PRESET_DIR = Path(__file__).resolve().parent / "presets"
+
+for _sub in ("configs", "workloads"):
+    _p = str(ROOT / _sub)
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
+
+import mixrunner  # noqa: E402  (workloads/mixrunner.py: the guest job format)
+import parsec_catalog  # noqa: E402
+from numa_lb.topology import Topology, TopologyError  # noqa: E402
+
+# The study's policy vocabulary (DESIGN.md): the sysctl values of the kernel
+# patch, plus autonuma = default + kernel.numa_balancing=1.
+POLICIES = ("default", "tm", "mb", "bce", "mbplus", "excl_base", "excl", "autonuma")
+BACKENDS = ("auto", "qemu", "gem5")
+KERNEL_VARIANTS = ("release", "debug")
+CPU_TYPES = ("atomic", "timing", "o3", "kvm")
+INTER_SOCKET = ("full", "ring")
+MEMORY_TYPES = ("DDR3_1600_8x8", "DDR3_2133_8x8", "DDR4_2400_8x8")
+CATALOGS = ("gem5-image", "paper", "table2")
+PINNINGS = mixrunner.PINNINGS
+
+AXES = ("policy", "numa_factor", "link_latency", "sockets", "cores_per_socket", "threads", "mix")
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")
+_SLURM_WORD = re.compile(r"^[A-Za-z0-9_.,:@%+-]{1,128}$")
+_SLURM_EXTRA = re.compile(r"^--[a-z][a-z0-9-]*(=[^\s'\"\\;`$]+)?$")
+_GEM5_SCRIPT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_/.-]*\.py$")
+
+
+class SpecError(ValueError):
+    """An invalid spec: ``field`` is the dotted path, ``allowed`` what would be accepted."""
+
+    def __init__(self, field_: str, message: str, allowed: Any = None) -> None:
+        self.field = field_
+        self.allowed = allowed
+        text = f"{field_}: {message}"
+        if allowed is not None:
+            if isinstance(allowed, list | tuple):
+                allowed = ", ".join(str(a) for a in allowed)
+            text += f" (allowed: {allowed})"
+        super().__init__(text)
+
+
+# --------------------------------------------------------------------- schema
+# section -> {key: (type check, default)}; "axes" and "mixes" are handled apart.
+_SECTIONS: dict[str, dict[str, Any]] = {
+    "sweep": {
+        "name": None,
+        "description": "",
+        "backend": "auto",
+        "kernel_variant": "release",
+        "repeats": 1,
+    },
+    "machine": {
+        "mem_per_node": "512MiB",
+        "cpu_clock": "2.8GHz",
+        "memory_type": "DDR3_1600_8x8",
+        "inter_socket": "full",
+        "slit_remote_distance": None,
+        "probe_filter": True,
+        "l2_includes_l3_share": False,
+    },
+    "cpu": {"boot": "atomic", "roi": "timing"},
+    "gem5": {"script": "numa_run.py", "args": [], "checkpoint": True},
+    "job": {
+        "pinning": "free",
+        "pin_threads": True,
+        "sample_interval_s": 0.1,
+        "read_sched": True,
+        "strict_policy": True,
+        "timeout_s": None,
+        "parsec_root": parsec_catalog.GEM5_PARSEC_ROOT,
+        "parsec_config": parsec_catalog.GEM5_PARSEC_CONFIG,
+        "parsec_launcher": "parsecmgmt",
+    },
+    "resources": {
+        "cpus_per_run": 1,
+        "mem_per_run": "2GiB",
+        "time_limit": "1h",
+        "min_free_disk": "2GiB",
+        "partition": None,
+        "account": None,
+        "max_parallel": None,
+        "slurm_extra": [],
+        "override": [],
+    },
+}
+_AXIS_DEFAULTS: dict[str, list[Any]] = {
+    "policy": ["default"],
+    "numa_factor": [],
+    "link_latency": [],
+    "sockets": [4],
+    "cores_per_socket": [4],
+    "threads": [4],
+    "mix": [],
+}
+
+
+@dataclass
+class Spec:
+    """A validated sweep spec (plain data; ``raw`` is the merged TOML document)."""
+
+    name: str
+    description: str
+    backend: str
+    kernel_variant: str
+    repeats: int
+    axes: dict[str, list[Any]]
+    machine: dict[str, Any]
+    cpu: dict[str, str]
+    gem5: dict[str, Any]
+    job: dict[str, Any]
+    resources: dict[str, Any]
+    mixes: dict[str, list[dict[str, Any]]]
+    mix_descriptions: dict[str, str] = field(default_factory=dict)
+    source: str = ""
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------- values
+def parse_bytes(text: Any, where: str) -> int:
+    m = (
+        re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?)?\s*", str(text))
+        if not isinstance(text, bool)
+        else None
+    )
+    if not m:
+        raise SpecError(where, f"{text!r} is not a size", "e.g. 512MiB, 2GiB, 1048576")
+    scale = {None: 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    unit = m.group(2)[0] if m.group(2) else None
+    return int(float(m.group(1)) * scale[unit])
+
+
+def parse_duration(text: Any, where: str) -> int:
+    """Seconds from 90, "90s", "30m", "1h30m", "2d", "01:30:00" or "1-00:00:00"."""
+    if isinstance(text, int) and not isinstance(text, bool) and text > 0:
+        return text
+    s = str(text).strip()
+    m = re.fullmatch(r"(?:(\d+)-)?(\d+):(\d\d):(\d\d)", s)
+    if m:
+        d, h, mi, se = (int(g or 0) for g in m.groups())
+        secs = ((d * 24 + h) * 60 + mi) * 60 + se
+    else:
+        parts = re.findall(r"(\d+)\s*([dhms])", s)
+        if not parts or "".join(a + b for a, b in parts) != re.sub(r"\s", "", s):
+            raise SpecError(
+                where, f"{text!r} is not a duration", "e.g. 600, 90s, 30m, 1h30m, 01:30:00"
+            )
+        mult = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+        secs = sum(int(a) * mult[b] for a, b in parts)
+    if secs <= 0:
+        raise SpecError(where, "must be positive")
+    return secs
+
+
+def _check_type(where: str, value: Any, kind: type | tuple[type, ...], what: str) -> None:
+    if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
+        raise SpecError(where, f"must be {what}, got {value!r}")
+    if not isinstance(value, kind):
+        raise SpecError(where, f"must be {what}, got {value!r}")
+
+
+def _choice(where: str, value: Any, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise SpecError(where, f"{value!r} is not allowed", allowed)
+    return value
+
+
+# ----------------------------------------------------------------- load/merge
+def preset_names() -> list[str]:
+    return sorted(p.stem for p in PRESET_DIR.glob("*.toml"))
+
+
+def preset_path(name: str) -> Path:
+    path = PRESET_DIR / f"{name}.toml"
+    if not _NAME_RE.match(name) or not path.is_file():
+        raise SpecError("--preset", f"no preset named {name!r}", preset_names())
+    return path
+
+
+def load_toml(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(str(path), f"not valid TOML: {e}") from None
+    except OSError as e:
+        raise SpecError(str(path), f"cannot read: {e.strerror}") from None
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """``key.path=value``; the value is read as a TOML value when it parses as one
+    (numbers, booleans, quoted strings, [lists]), a comma list becomes a list,
+    anything else is a bare string."""
+    if "=" not in text:
+        raise SpecError("--set", f"{text!r} is not KEY=VALUE", "e.g. axes.policy=default,excl")
+    key, _, value = text.partition("=")
+    path = [k for k in key.strip().split(".") if k]
+    if not path or not all(re.fullmatch(r"[A-Za-z0-9_-]+", k) for k in path):
+        raise SpecError("--set", f"bad key {key!r}", "dotted names such as sweep.repeats")
+    return path, _parse_value(value.strip())
+
+
+def _parse_value(value: str) -> Any:
+    try:
+        return tomllib.loads(f"v = {value}")["v"]
+    except tomllib.TOMLDecodeError:
+        pass
+    if "," in value:
+        return [_parse_value(v.strip()) for v in value.split(",") if v.strip()]
+    return value
+
+
+def apply_overrides(doc: dict[str, Any], overrides: list[tuple[list[str], Any]]) -> dict[str, Any]:
+    doc = copy.deepcopy(doc)
+    for path, value in overrides:
+        node = doc
+        for k in path[:-1]:
+            node = node.setdefault(k, {})
+            if not isinstance(node, dict):
+                raise SpecError(".".join(path), "is not a table")
+        if path[0] == "axes" and len(path) == 2 and not isinstance(value, list):
+            value = [value]
+        node[path[-1]] = value
+    return doc
+
+
+# ------------------------------------------------------------------ validate
+def load_spec(
+    path: Path | None = None,
+    preset: str | None = None,
+    overrides: list[str] | None = None,
+) -> Spec:
+    if (path is None) == (preset is None):
+        raise SpecError("spec", "give exactly one of a spec file or --preset", preset_names())
+    src = preset_path(preset) if preset else Path(path)  # type: ignore[arg-type]
+    doc = load_toml(src)
+    doc = apply_overrides(doc, [parse_override(o) for o in overrides or []])
+    spec = validate(doc, default_name=preset or src.stem)
+    spec.source = f"preset {preset}" if preset else str(src)
+    return spec
+
+
+def validate(doc: dict[str, Any], default_name: str = "sweep") -> Spec:
+    known = set(_SECTIONS) | {"axes", "mixes"}
+    for key in doc:
+        if key not in known:
+            raise SpecError(key, "unknown section", sorted(known))
+    sec = {name: _section(doc, name, keys) for name, keys in _SECTIONS.items()}
+
+    sw = sec["sweep"]
+    name = sw["name"] if sw["name"] is not None else default_name
+    _check_type("sweep.name", name, str, "a string")
+    if not _NAME_RE.match(name):
+        raise SpecError("sweep.name", f"{name!r} is not a usable name", _NAME_RE.pattern)
+    _check_type("sweep.description", sw["description"], str, "a string")
+    _choice("sweep.backend", sw["backend"], BACKENDS)
+    _choice("sweep.kernel_variant", sw["kernel_variant"], KERNEL_VARIANTS)
+    _check_type("sweep.repeats", sw["repeats"], int, "an integer >= 1")
+    if sw["repeats"] < 1:
+        raise SpecError("sweep.repeats", f"must be >= 1, got {sw['repeats']}")
+
+    machine = _validate_machine(sec["machine"])
+    cpu = sec["cpu"]
+    for k in ("boot", "roi"):
+        _choice(f"cpu.{k}", cpu[k], CPU_TYPES)
+    if cpu["roi"] in ("atomic", "kvm"):
+        raise SpecError(
+            "cpu.roi", f"{cpu['roi']!r} has no timing model for the ROI", ["timing", "o3"]
+        )
+    g5 = sec["gem5"]
+    _check_type("gem5.script", g5["script"], str, "a file name under configs/")
+    if not _GEM5_SCRIPT.match(g5["script"]) or ".." in g5["script"]:
+        raise SpecError("gem5.script", f"{g5['script']!r} is not a script path under configs/")
+    _check_type("gem5.args", g5["args"], list, "a list of strings")
+    for i, a in enumerate(g5["args"]):
+        _check_type(f"gem5.args[{i}]", a, str, "a string")
+    _check_type("gem5.checkpoint", g5["checkpoint"], bool, "true or false")
+
+    job = _validate_job(sec["job"])
+    resources = _validate_resources(sec["resources"])
+    mixes, mix_desc = _validate_mixes(doc.get("mixes"), job)
+    axes = _validate_axes(doc.get("axes", {}), mixes)
+    _validate_topologies(axes, machine)
+
+    return Spec(
+        name=name,
+        description=sw["description"],
+        backend=sw["backend"],
+        kernel_variant=sw["kernel_variant"],
+        repeats=sw["repeats"],
+        axes=axes,
+        machine=machine,
+        cpu=dict(cpu),
+        gem5=dict(g5),
+        job=job,
+        resources=resources,
+        mixes=mixes,
+        mix_descriptions=mix_desc,
+        raw=copy.deepcopy(doc),
+    )
+
+
+def _section(doc: dict[str, Any], name: str, keys: dict[str, Any]) -> dict[str, Any]:
+    got = doc.get(name, {})
+    if not isinstance(got, dict):
+        raise SpecError(name, "must be a table")
+    for k in got:
+        if k not in keys:
+            raise SpecError(f"{name}.{k}", "unknown key", sorted(keys))
+    return {k: copy.deepcopy(got.get(k, d)) for k, d in keys.items()}
+
+
+def _validate_machine(m: dict[str, Any]) -> dict[str, Any]:
+    _choice("machine.inter_socket", m["inter_socket"], INTER_SOCKET)
+    _choice("machine.memory_type", m["memory_type"], MEMORY_TYPES)
+    for k in ("probe_filter", "l2_includes_l3_share"):
+        _check_type(f"machine.{k}", m[k], bool, "true or false")
+    for k in ("mem_per_node", "cpu_clock"):
+        _check_type(f"machine.{k}", m[k], str, "a string such as '512MiB' / '2.8GHz'")
+    d = m["slit_remote_distance"]
+    if d is not None:
+        _check_type("machine.slit_remote_distance", d, int, "an integer in 11..254")
+    return m
+
+
+def _validate_job(j: dict[str, Any]) -> dict[str, Any]:
+    _choice("job.pinning", j["pinning"], PINNINGS)
+    _choice("job.parsec_launcher", j["parsec_launcher"], ("parsecmgmt", "direct"))
+    for k in ("pin_threads", "read_sched", "strict_policy"):
+        _check_type(f"job.{k}", j[k], bool, "true or false")
+    _check_type("job.sample_interval_s", j["sample_interval_s"], int | float, "a number > 0")
+    if not j["sample_interval_s"] > 0:
+        raise SpecError("job.sample_interval_s", "must be > 0")
+    if j["timeout_s"] is not None:
+        _check_type("job.timeout_s", j["timeout_s"], int | float, "a number > 0")
+        if not j["timeout_s"] > 0:
+            raise SpecError("job.timeout_s", "must be > 0")
+    for k in ("parsec_root", "parsec_config"):
+        _check_type(f"job.{k}", j[k], str, "a string")
+    return j
+
+
+def _validate_resources(r: dict[str, Any]) -> dict[str, Any]:
+    out = dict(r)
+    _check_type("resources.cpus_per_run", r["cpus_per_run"], int, "an integer >= 1")
+    if r["cpus_per_run"] < 1:
+        raise SpecError("resources.cpus_per_run", "must be >= 1")
+    out["mem_per_run_bytes"] = parse_bytes(r["mem_per_run"], "resources.mem_per_run")
+    out["time_limit_s"] = parse_duration(r["time_limit"], "resources.time_limit")
+    out["min_free_disk_bytes"] = parse_bytes(r["min_free_disk"], "resources.min_free_disk")
+    for k in ("partition", "account"):
+        v = r[k]
+        if v is not None and (not isinstance(v, str) or not _SLURM_WORD.match(v)):
+            raise SpecError(f"resources.{k}", f"{v!r} is not a Slurm name", _SLURM_WORD.pattern)
+    if r["max_parallel"] is not None:
+        _check_type("resources.max_parallel", r["max_parallel"], int, "an integer >= 1")
+        if r["max_parallel"] < 1:
+            raise SpecError("resources.max_parallel", "must be >= 1")
+    _check_type("resources.slurm_extra", r["slurm_extra"], list, "a list of '--option=value'")
+    for i, x in enumerate(r["slurm_extra"]):
+        if not isinstance(x, str) or not _SLURM_EXTRA.match(x):
+            raise SpecError(
+                f"resources.slurm_extra[{i}]",
+                f"{x!r} is not a single sbatch option",
+                "--name=value without spaces or quotes",
+            )
+    _check_type("resources.override", r["override"], list, "a list of tables")
+    overrides = []
+    for i, o in enumerate(r["override"]):
+        where = f"resources.override[{i}]"
+        if not isinstance(o, dict) or "match" not in o or not isinstance(o["match"], dict):
+            raise SpecError(where, "needs a 'match' table", f"keys of a point: {', '.join(AXES)}")
+        for k in o["match"]:
+            if k not in AXES + ("repeat", "backend"):
+                raise SpecError(f"{where}.match.{k}", "unknown point field", AXES + ("repeat",))
+        ov: dict[str, Any] = {"match": dict(o["match"])}
+        for k, v in o.items():
+            if k == "match":
+                continue
+            if k == "cpus_per_run":
+                _check_type(f"{where}.{k}", v, int, "an integer >= 1")
+                ov[k] = v
+            elif k == "mem_per_run":
+                ov["mem_per_run_bytes"] = parse_bytes(v, f"{where}.{k}")
+            elif k == "time_limit":
+                ov["time_limit_s"] = parse_duration(v, f"{where}.{k}")
+            else:
+                raise SpecError(
+                    f"{where}.{k}",
+                    "cannot be overridden",
+                    ["cpus_per_run", "mem_per_run", "time_limit"],
+                )
+        overrides.append(ov)
+    out["override"] = overrides
+    return out
+
+
+def _validate_mixes(
+    mixes: Any, job: dict[str, Any]
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, str]]:
+    if not isinstance(mixes, dict) or not mixes:
+        raise SpecError("mixes", "define at least one mix ([mixes.<name>])")
+    out: dict[str, list[dict[str, Any]]] = {}
+    desc: dict[str, str] = {}
+    for name, m in mixes.items():
+        where = f"mixes.{name}"
+        if not _NAME_RE.match(name):
+            raise SpecError(where, "bad mix name", _NAME_RE.pattern)
+        if not isinstance(m, dict):
+            raise SpecError(where, "must be a table")
+        allowed = {"description", "programs", "catalog", "input", "exclude"}
+        for k in m:
+            if k not in allowed:
+                raise SpecError(f"{where}.{k}", "unknown key", sorted(allowed))
+        desc[name] = str(m.get("description", ""))
+        if ("programs" in m) == ("catalog" in m):
+            raise SpecError(where, "give exactly one of 'programs' or 'catalog'")
+        if "catalog" in m:
+            progs = _catalog_programs(where, m)
+        else:
+            progs = m["programs"]
+            if not isinstance(progs, list) or not progs:
+                raise SpecError(f"{where}.programs", "must be a non-empty list of tables")
+        # Check with the guest's own validator, threads filled in with 1 if left
+        # to the axis, so errors surface now and not inside a guest.
+        trial = {"programs": [{"threads": 1, **p} if isinstance(p, dict) else p for p in progs]}
+        try:
+            mixrunner.load_job(trial)
+        except mixrunner.JobError as e:
+            raise SpecError(f"{where}.programs", str(e)) from None
+        out[name] = [dict(p) for p in progs]
+    return out, desc
+
+
+def _catalog_programs(where: str, m: dict[str, Any]) -> list[dict[str, Any]]:
+    cat = _choice(f"{where}.catalog", m["catalog"], CATALOGS)
+    inp = m.get("input", "simsmall")
+    _choice(f"{where}.input", inp, parsec_catalog.INPUTS)
+    if cat == "paper":
+        if "exclude" not in m:
+            raise SpecError(
+                f"{where}.exclude",
+                "the paper ran 29 of Table 2's 30 programs and does not say which one it left "
+                "out: name it",
+                [p.package for p in parsec_catalog.PROGRAMS],
+            )
+        try:
+            progs = parsec_catalog.paper_mix(exclude=m["exclude"])
+        except KeyError as e:
+            raise SpecError(f"{where}.exclude", e.args[0]) from None
+    elif cat == "gem5-image":
+        progs = [p for p in parsec_catalog.PROGRAMS if p.in_gem5_image]
+    else:
+        progs = list(parsec_catalog.PROGRAMS)
+    return [{"name": p.name, "parsec": p.package, "input": inp} for p in progs]
+
+
+def _validate_axes(axes: Any, mixes: dict[str, Any]) -> dict[str, list[Any]]:
+    if not isinstance(axes, dict):
+        raise SpecError("axes", "must be a table")
+    for k in axes:
+        if k not in AXES:
+            raise SpecError(f"axes.{k}", "unknown axis", AXES)
+    out = {k: copy.deepcopy(axes.get(k, d)) for k, d in _AXIS_DEFAULTS.items()}
+    for k, v in out.items():
+        if not isinstance(v, list):
+            raise SpecError(f"axes.{k}", "must be a list")
+        if len(set(map(repr, v))) != len(v):
+            raise SpecError(f"axes.{k}", f"repeated values in {v}")
+    if not out["policy"]:
+        raise SpecError("axes.policy", "must not be empty", POLICIES)
+    for i, p in enumerate(out["policy"]):
+        _choice(f"axes.policy[{i}]", p, POLICIES)
+    for k, lo, hi in (("sockets", 1, 8), ("cores_per_socket", 1, 16), ("threads", 1, 1024)):
+        if not out[k]:
+            raise SpecError(f"axes.{k}", "must not be empty")
+        for i, v in enumerate(out[k]):
+            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+                raise SpecError(f"axes.{k}[{i}]", f"{v!r} is out of range", f"integers {lo}..{hi}")
+    if out["numa_factor"] and out["link_latency"]:
+        raise SpecError("axes.link_latency", "give numa_factor or link_latency, not both")
+    for i, f in enumerate(out["numa_factor"]):
+        if isinstance(f, bool) or not isinstance(f, int | float) or not math.isfinite(f):
+            raise SpecError(f"axes.numa_factor[{i}]", f"{f!r} is not a number", "(1.0, 10.0]")
+        if not 1.0 < f <= 10.0:
+            raise SpecError(f"axes.numa_factor[{i}]", f"{f!r} is out of range", "(1.0, 10.0]")
+        out["numa_factor"][i] = float(f)
+    for i, ll in enumerate(out["link_latency"]):
+        if isinstance(ll, bool) or not isinstance(ll, int | str):
+            raise SpecError(f"axes.link_latency[{i}]", f"{ll!r}", "cycles (integer) or '20ns'")
+        out["link_latency"][i] = str(ll)
+    if not out["numa_factor"] and not out["link_latency"]:
+        out["numa_factor"] = [1.6]
+    if not out["mix"]:
+        out["mix"] = sorted(mixes)
+    for i, mx in enumerate(out["mix"]):
+        _choice(f"axes.mix[{i}]", mx, tuple(sorted(mixes)))
+    return out
+
+
+def _validate_topologies(axes: dict[str, list[Any]], machine: dict[str, Any]) -> None:
+    """Every (sockets, cores, factor|latency) combination must be a valid Topology."""
+    lat_key = "numa_factor" if axes["numa_factor"] else "link_latency"
+    for s in axes["sockets"]:
+        for c in axes["cores_per_socket"]:
+            for lat in axes[lat_key]:
+                try:
+                    topology_for(s, c, lat_key, lat, machine)
+                except TopologyError as e:
+                    raise SpecError(
+                        f"axes (sockets={s}, cores_per_socket={c}, {lat_key}={lat})", str(e)
+                    ) from None
+
+
+def topology_for(
+    sockets: int, cores: int, lat_key: str, lat: Any, machine: dict[str, Any]
+) -> Topology:
+    kw: dict[str, Any] = {
+        "sockets": sockets,
+        "cores_per_socket": cores,
+        "mem_per_node": machine["mem_per_node"],
+        "cpu_clock": machine["cpu_clock"],
+        "memory_type": machine["memory_type"],
+        "inter_socket": machine["inter_socket"],
+        "probe_filter": machine["probe_filter"],
+        "l2_includes_l3_share": machine["l2_includes_l3_share"],
+        "slit_remote_distance": machine["slit_remote_distance"],
+    }
+    kw[lat_key] = lat
+    from numa_lb.numa_factor import InterSocket
+
+    kw["inter_socket"] = InterSocket(kw["inter_socket"])
+    return Topology.from_options(**kw)

@@ -1,0 +1,263 @@
+"""Execute one run directory: the code both executors call (`run_all.py worker DIR`).
+
+The worker takes the run's lock, refuses to touch a ``done`` run, moves an
+earlier unsuccessful attempt aside, checks free disk space, marks the run
+``running`` and executes the backend in a forked child that leads its own
+process group. The parent enforces the hard time limit and turns SIGTERM /
+SIGINT (Ctrl-C, ``scancel``, Slurm's time limit) into ``interrupted``: it kills
+the child's whole group (QEMU / gem5 included) and records the state before it
+exits. Every end is recorded with exit code, timings and, unless done, the log
+tail.
+
+Exit codes: 0 done (or already done), 1 failed, 2 not a run directory,
+28 not enough free disk, 75 another worker holds the run, 124 timeout,
+130 interrupted.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import multiprocessing as mp
+import os
+import shutil
+import signal
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from .backends import RUNNERS, Outcome
+from .rundir import FINAL, RunDir, State, host_info, now_iso
+
+EXIT = {
+    "done": 0,
+    "failed": 1,
+    "usage": 2,
+    "disk": 28,
+    "locked": 75,
+    "timeout": 124,
+    "interrupted": 130,
+}
+GRACE_S = 60  # hard limit = backend timeout + grace
+# Test hook: "module:function" replacing the backend runner (tests/unit only).
+RUNNER_ENV = "NUMA_LB_TEST_RUNNER"
+
+
+def _runner(backend: str) -> Any:
+    hook = os.environ.get(RUNNER_ENV)
+    if hook:
+        mod, _, fn = hook.partition(":")
+        return getattr(importlib.import_module(mod), fn)
+    return RUNNERS[backend]
+
+
+def guest_verdict(guest: Path) -> tuple[bool, str | None, dict[str, Any]]:
+    """(ok, error, summary) from the guest's results.jsonl run_end record."""
+    p = guest / "results.jsonl"
+    if not p.exists():
+        return False, "no guest results (guest/results.jsonl missing)", {}
+    end = None
+    n = 0
+    with open(p, errors="replace") as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                return False, f"guest/results.jsonl line {n + 1} is not JSON (truncated?)", {}
+            n += 1
+            if rec.get("type") == "run_end":
+                end = rec
+    if end is None:
+        return False, "guest results have no run_end record (guest died mid-run?)", {"records": n}
+    summary = {
+        "records": n,
+        "status": end.get("status"),
+        "elapsed_s": end.get("elapsed_s"),
+        "programs_failed": end.get("programs_failed"),
+    }
+    if end.get("status") != "ok":
+        errs = end.get("errors") or end.get("programs_failed")
+        return False, f"guest run_end status {end.get('status')!r}: {errs}", summary
+    return True, None, summary
+
+
+def _child(backend: str, rec: dict[str, Any], run_dir: str, timeout_s: float) -> None:
+    os.setpgid(0, 0)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    rd = RunDir(Path(run_dir))
+    fd = os.open(rd.logs / "backend.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    sys.stdout = os.fdopen(1, "w", buffering=1)
+    sys.stderr = sys.stdout
+    try:
+        out = _runner(backend)(rec, rd.path, timeout_s)
+        if not isinstance(out, Outcome):
+            out = Outcome(**out)
+        res = out.to_dict()
+    except Exception as e:  # recorded, never raised: the parent decides the state
+        traceback.print_exc()
+        res = Outcome(exit_code=1, error=f"{type(e).__name__}: {e}").to_dict()
+    tmp = rd.logs / ".outcome.json.tmp"
+    tmp.write_text(json.dumps(res, default=str))
+    os.replace(tmp, rd.logs / "outcome.json")
+    os._exit(0)
+
+
+def _kill_group(pid: int, log: Any) -> None:
+    for sig, wait in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            return
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < wait:
+            try:
+                os.killpg(pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.1)
+        log(f"process group {pid} still alive after {sig.name}")
+
+
+def run_one(run_dir: Path, executor: str = "local") -> int:
+    rd = RunDir(run_dir)
+    if not rd.spec_file.exists() or not rd.status_file.exists():
+        print(f"worker: {run_dir} is not a run directory", file=sys.stderr)
+        return EXIT["usage"]
+    with rd.lock() as got:
+        if not got:
+            print(f"worker: {rd.path.name} is being run by another worker", file=sys.stderr)
+            return EXIT["locked"]
+        return _run_locked(rd, executor)
+
+
+def _run_locked(rd: RunDir, executor: str) -> int:
+    state = rd.state()
+    if state == State.DONE:
+        print(f"worker: {rd.path.name} is done; never rerun", file=sys.stderr)
+        return EXIT["done"]
+    if state == State.RUNNING:  # the lock was free: its worker died
+        rd.transition(State.INTERRUPTED, error="worker vanished (found running, lock free)")
+        state = State.INTERRUPTED
+    if state in FINAL:
+        rd.reset_for_rerun()
+    rec = rd.spec()
+    res = rec["resources"]
+    rd.logs.mkdir(parents=True, exist_ok=True)
+    wlog = open(rd.logs / "worker.log", "a", buffering=1)  # noqa: SIM115
+
+    def log(msg: str) -> None:
+        wlog.write(f"{now_iso()} {msg}\n")
+
+    st = rd.status() or {}
+    attempt = int(st.get("attempt", 0)) + 1
+    free = shutil.disk_usage(rd.path).free
+    if free < res["min_free_disk_bytes"]:
+        msg = (
+            f"not enough free disk at {rd.path}: {free >> 20} MiB free, "
+            f"{res['min_free_disk_bytes'] >> 20} MiB required (resources.min_free_disk)"
+        )
+        log(msg)
+        rd.transition(
+            State.FAILED,
+            error=msg,
+            exit_code=EXIT["disk"],
+            attempt=attempt,
+            finished_at=now_iso(),
+            **host_info(),
+        )
+        return EXIT["disk"]
+
+    slurm = {
+        k: os.environ[e]
+        for k, e in (
+            ("job_id", "SLURM_JOB_ID"),
+            ("array_job_id", "SLURM_ARRAY_JOB_ID"),
+            ("array_task_id", "SLURM_ARRAY_TASK_ID"),
+        )
+        if e in os.environ
+    }
+    extra: dict[str, Any] = {"slurm": {**(st.get("slurm") or {}), **slurm}} if slurm else {}
+    t0 = time.time()
+    backend = rec["point"]["backend"]
+    rd.transition(
+        State.RUNNING,
+        started_at=now_iso(),
+        attempt=attempt,
+        executor=executor,
+        backend=backend,
+        **host_info(),
+        **extra,
+    )
+    log(f"attempt {attempt}: {backend} run {rec['run_id']} ({rec.get('label', '')})")
+
+    stop: list[int] = []
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        stop.append(signum)
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    timeout_s = float(res["time_limit_s"])
+    outcome_file = rd.logs / "outcome.json"
+    outcome_file.unlink(missing_ok=True)
+    proc = mp.get_context("fork").Process(
+        target=_child, args=(backend, rec, str(rd.path), timeout_s), daemon=False
+    )
+    proc.start()
+    rd.update(backend_pgid=proc.pid)
+    deadline = time.monotonic() + timeout_s + GRACE_S
+    verdict: State | None = None
+    error: str | None = None
+    try:
+        while proc.is_alive():
+            if stop:
+                log(f"signal {signal.Signals(stop[0]).name}: killing the backend")
+                _kill_group(proc.pid, log)
+                verdict, error = State.INTERRUPTED, f"interrupted by {signal.Signals(stop[0]).name}"
+                break
+            if time.monotonic() > deadline:
+                log("hard time limit reached: killing the backend")
+                _kill_group(proc.pid, log)
+                verdict, error = State.TIMEOUT, f"hard time limit {timeout_s + GRACE_S:.0f} s"
+                break
+            proc.join(0.25)
+        proc.join(5)
+        _kill_group(proc.pid, log)  # stragglers (e.g. a daemonised QEMU)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+    outcome: dict[str, Any] = {}
+    if outcome_file.exists():
+        outcome = json.loads(outcome_file.read_text())
+    fields: dict[str, Any] = {
+        "finished_at": now_iso(),
+        "duration_s": round(time.time() - t0, 3),
+        "exit_code": outcome.get("exit_code"),
+        "backend_outcome": outcome.get("details") or None,
+    }
+    if verdict is None:
+        if not outcome:
+            verdict, error = State.FAILED, f"backend process died (exit {proc.exitcode})"
+        elif outcome.get("timed_out"):
+            verdict, error = State.TIMEOUT, outcome.get("error") or "backend timed out"
+        elif outcome.get("exit_code") not in (0, None) or outcome.get("error"):
+            verdict, error = State.FAILED, outcome.get("error") or "backend failed"
+        else:
+            ok, gerr, summary = guest_verdict(rd.guest)
+            fields["guest"] = summary
+            verdict, error = (State.DONE, None) if ok else (State.FAILED, gerr)
+    if verdict != State.DONE:
+        fields["error"] = error
+        fields["log_tail"] = rd.log_tail()
+    log(f"end: {verdict.value}{' (' + error + ')' if error else ''}")
+    rd.transition(verdict, **fields)
+    wlog.close()
+    return EXIT[verdict.value]

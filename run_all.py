@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""numa-lb-study: sweep spec -> run matrix -> executor (local | Slurm) -> results -> report.
+
+    ./run_all.py --preset quick                      # = ./run_all.py run --preset quick
+    ./run_all.py run SPEC.toml --set axes.threads=4,8 --executor slurm
+    ./run_all.py run --preset paper --dry-run --executor slurm   # print the sbatch script
+    ./run_all.py status results/quick
+    ./run_all.py report results/quick [more dirs...] [--out DIR]
+    ./run_all.py bench [--runs 10000] [--from RUN_DIR]
+    ./run_all.py presets
+
+The first line of `run` names the backend. Exit codes of `run`: 0 every run
+done, 1 some run failed or timed out, 2 bad spec/usage, 3 missing prerequisite
+or stopped early (disk), 130 interrupted (rerun the same command to resume).
+See analysis/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+COMMANDS = ("run", "status", "report", "bench", "presets", "worker")
+
+
+def _shortcut_overrides(a: argparse.Namespace) -> list[str]:
+    ov = []
+    for flag, key in (
+        ("policies", "axes.policy"),
+        ("numa_factors", "axes.numa_factor"),
+        ("threads", "axes.threads"),
+        ("sockets", "axes.sockets"),
+        ("cores_per_socket", "axes.cores_per_socket"),
+        ("mixes", "axes.mix"),
+    ):
+        v = getattr(a, flag)
+        if v is not None:
+            ov.append(f"{key}={v}")
+    if a.repeats is not None:
+        ov.append(f"sweep.repeats={a.repeats}")
+    if a.backend is not None:
+        ov.append(f"sweep.backend={a.backend!r}".replace("'", '"'))
+    if a.time_limit is not None:
+        ov.append(f'resources.time_limit="{a.time_limit}"')
+    return ov + list(a.set or [])
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    r = sub.add_parser("run", help="run a sweep (the default command)")
+    r.add_argument("spec", nargs="?", type=Path, help="a sweep spec TOML file")
+    r.add_argument("--preset", help="a preset from analysis/presets (quick, paper, sensitivity)")
+    r.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="override a spec value, e.g. --set axes.policy=default,excl",
+    )
+    r.add_argument("--policies", help="= --set axes.policy=...")
+    r.add_argument("--numa-factors", dest="numa_factors", help="= --set axes.numa_factor=...")
+    r.add_argument("--threads", help="= --set axes.threads=...")
+    r.add_argument("--sockets", help="= --set axes.sockets=...")
+    r.add_argument("--cores-per-socket", dest="cores_per_socket")
+    r.add_argument("--mixes", help="= --set axes.mix=...")
+    r.add_argument("--repeats", type=int)
+    r.add_argument("--backend", choices=["auto", "qemu", "gem5"])
+    r.add_argument("--time-limit", dest="time_limit", help="per run, e.g. 30m")
+    r.add_argument("--out", type=Path, help="output directory (default results/<sweep name>)")
+    r.add_argument("--executor", choices=["local", "slurm"], default="local")
+    r.add_argument(
+        "--jobs", "-j", type=int, help="local: parallel runs (default: cores and memory)"
+    )
+    r.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="list the runs (and with --executor slurm print the script); run nothing",
+    )
+    r.add_argument("--rerun-failed", action="store_true", help="run failed/timed-out runs again")
+    r.add_argument(
+        "--no-build",
+        dest="build",
+        action="store_false",
+        help="do not build the kernel/image; fail if they are missing",
+    )
+    r.add_argument("--gem5", help="gem5.opt binary (default: $GEM5)")
+    r.add_argument("--no-report", dest="report", action="store_false")
+    r.add_argument("--no-wait", dest="wait", action="store_false", help="slurm: submit and return")
+    r.add_argument("--poll", type=float, default=5.0, help="slurm: seconds between polls")
+
+    s = sub.add_parser("status", help="list the runs of an output directory")
+    s.add_argument("out", type=Path)
+
+    rep = sub.add_parser("report", help="frames (parquet) + report.html + report.md from run dirs")
+    rep.add_argument("dirs", nargs="+", type=Path, help="sweep output dirs or run dirs")
+    rep.add_argument("--out", type=Path, help="where to write (default: the first dir)")
+    rep.add_argument("--title", default=None)
+
+    b = sub.add_parser("bench", help="time frame + report on a synthetic tree of N runs")
+    b.add_argument("--runs", type=int, default=10000)
+    b.add_argument(
+        "--from",
+        dest="src",
+        type=Path,
+        help="a real run directory to clone (default: tests/fixtures' real run)",
+    )
+    b.add_argument("--workdir", type=Path, help="where to build the tree (default: a temp dir)")
+    b.add_argument("--keep", action="store_true")
+
+    sub.add_parser("presets", help="list the shipped presets")
+
+    wk = sub.add_parser("worker", help="(internal) execute one run directory")
+    wk.add_argument("run_dir", type=Path)
+    wk.add_argument("--executor", default="local")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help")):
+        argv.insert(0, "run")
+    a = parser().parse_args(argv)
+
+    if a.command == "worker":
+        from analysis.worker import run_one
+
+        return run_one(a.run_dir, a.executor)
+    if a.command == "presets":
+        from analysis.spec import load_spec, preset_names
+
+        for n in preset_names():
+            sp = load_spec(preset=n)
+            print(f"{n:12s} {sp.description}")
+        return 0
+    if a.command == "status":
+        from analysis.sweep import status_table
+
+        print(status_table(a.out))
+        return 0
+    if a.command == "report":
+        from analysis.report import write_report
+
+        paths = write_report(a.dirs, a.out or a.dirs[0], title=a.title)
+        for k in ("html", "md", "frame"):
+            print(f"{k}: {paths[k]}")
+        return 0
+    if a.command == "bench":
+        from analysis.bench import main as bench_main
+
+        return bench_main(a.runs, a.src, a.workdir, a.keep)
+
+    from analysis.spec import SpecError, load_spec
+    from analysis.sweep import EXIT_USAGE, Options, run_sweep
+
+    if (a.spec is None) == (a.preset is None):
+        print(
+            "error: give a spec file or --preset NAME (see `run_all.py presets`)", file=sys.stderr
+        )
+        return EXIT_USAGE
+    try:
+        spec = load_spec(a.spec, a.preset, _shortcut_overrides(a))
+    except SpecError as e:
+        print(f"error: invalid sweep spec: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    opt = Options(
+        out=a.out,
+        executor=a.executor,
+        jobs=a.jobs,
+        dry_run=a.dry_run,
+        rerun_failed=a.rerun_failed,
+        build=a.build,
+        gem5=a.gem5,
+        report=a.report,
+        wait=a.wait,
+        poll_s=a.poll,
+    )
+    return run_sweep(spec, opt)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
