@@ -96,7 +96,8 @@ class ImageError(RuntimeError):
 
 
 def log(msg: str) -> None:
-    print(f"build_image: {msg}", flush=True)
+    # stderr: stdout carries only the answer (the image path), as for kbuild.py
+    print(f"build_image: {msg}", file=sys.stderr, flush=True)
 
 
 def cache_base() -> Path:
@@ -123,7 +124,7 @@ def stream(cmd: list[str], prefix: str, env: dict[str, str] | None = None) -> No
     for line in proc.stdout:
         line = line.rstrip()
         tail = (tail + [line])[-40:]
-        print(f"{prefix}: {line}", flush=True)
+        print(f"{prefix}: {line}", file=sys.stderr, flush=True)
     if proc.wait() != 0:
         raise ImageError(f"{' '.join(cmd)} failed ({proc.returncode}):\n" + "\n".join(tail))
 
@@ -645,6 +646,7 @@ def build(force: bool = False, rebuild_rootfs: bool = False) -> Path:
             manifest = json.loads((staged / MANIFEST_PATH.lstrip("/")).read_text())
         usage = fs_usage(work / "rootfs.img")
         meta = {
+            "image_id": key,  # what run provenance records (analysis/provenance.py)
             "image_key": key,
             "rootfs_key": rkey,
             "image": "rootfs.img",

@@ -85,13 +85,52 @@ class RunResult:
         return d
 
 
+def qemu_topology(topo: Any) -> tuple[Topology, list[list[int]]]:
+    """(qemu_check.Topology, SLIT matrix) for either a qemu_check.Topology or the
+    gem5 configs' Topology (configs/numa_lb/topology.py: sockets, cores_per_socket,
+    mem_per_node in bytes, slit() -- a ring gives more than one remote distance)."""
+    if isinstance(topo, Topology):
+        return topo, [topo.distances(n) for n in range(topo.nodes)]
+    slit = [list(map(int, row)) for row in topo.slit()]
+    remote = max((d for row in slit for d in row if d != 10), default=20)
+    t = Topology(
+        int(topo.sockets), int(topo.cores_per_socket), int(topo.mem_per_node) >> 20, remote
+    )
+    return t, slit
+
+
+def numa_args(topo: Topology, slit: list[list[int]]) -> list[str]:
+    """-smp/-m/-object/-numa node from Topology.qemu_args(), -numa dist from SLIT."""
+    base = topo.qemu_args()
+    args: list[str] = []
+    i = 0
+    while i < len(base):
+        if base[i] == "-numa" and base[i + 1].startswith("dist,"):
+            i += 2
+            continue
+        args.append(base[i])
+        i += 1
+    n = len(slit)
+    for a in range(n):
+        for b in range(n):
+            if a != b and (a < b or slit[a][b] != slit[b][a]):
+                args += ["-numa", f"dist,src={a},dst={b},val={slit[a][b]}"]
+    return args
+
+
 def kernel_cmdline(extra: str = "") -> str:
     base = f"root=/dev/sda rw console=ttyS0 init={INIT_PATH} panic=-1 numa_lb.disk_wait=30"
     return f"{base} {extra}".strip()
 
 
 def qemu_command(
-    kernel: Path, root: Path, job_disk: Path, results_disk: Path, topo: Topology, append: str
+    kernel: Path,
+    root: Path,
+    job_disk: Path,
+    results_disk: Path,
+    topo: Topology,
+    append: str,
+    slit: list[list[int]] | None = None,
 ) -> list[str]:
     def drive(path: Path, fmt: str, index: int) -> list[str]:
         if "," in str(path):  # QEMU option syntax; no shell is involved
@@ -103,7 +142,7 @@ def qemu_command(
         "-M", "pc",
         "-accel", "tcg,thread=multi",
         "-cpu", "max",
-        *topo.qemu_args(),
+        *numa_args(topo, slit or [topo.distances(n) for n in range(topo.nodes)]),
         "-nodefaults",
         "-no-reboot",
         "-display", "none",
@@ -144,18 +183,21 @@ def run(
     image: Path,
     job: dict[str, Any],
     out_dir: Path,
-    topology: Topology | None = None,
+    topology: Any = None,
     timeout: float | None = None,
     init_options: dict[str, Any] | None = None,
     extra_append: str = "",
     results_mib: int = 64,
     echo: bool = True,
     keep_work: bool = False,
+    log_path: Path | None = None,
 ) -> RunResult:
     """Boot KERNEL (bzImage) on IMAGE (raw, used read-only through a qcow2 overlay),
     run JOB (a mix runner job) and put the result files + console.log into OUT_DIR.
-    TIMEOUT (host seconds) defaults to the guest watchdog + BOOT_MARGIN_S."""
-    topo = topology or Topology()
+    TOPOLOGY: a qemu_check.Topology (default: 4 nodes x 2 vCPUs, 256 MiB, SLIT 16) or
+    the configs' Topology.  TIMEOUT (host seconds) defaults to the guest watchdog +
+    BOOT_MARGIN_S.  LOG_PATH: also copy console.log there."""
+    topo, slit = qemu_topology(topology or Topology())
     validate_job(job)
     opts = {"clock_unix": int(time.time())}
     opts.update(init_options or {})
@@ -189,12 +231,12 @@ def run(
         with open(results_disk, "r+b") as f:
             f.truncate(results_mib << 20)  # sparse
         append = kernel_cmdline(extra_append)
-        cmd = qemu_command(kernel, root, job_disk, results_disk, topo, append)
+        cmd = qemu_command(kernel, root, job_disk, results_disk, topo, append, slit)
         console = out_dir / "console.log"
         if echo:
             print(
                 f"qemu_boot: {topo.nodes} nodes x {topo.cpus_per_node} vCPUs, "
-                f"{topo.mem_per_node_mib} MiB/node, SLIT {topo.remote_distance}; "
+                f"{topo.mem_per_node_mib} MiB/node, SLIT {slit[0][1:] if len(slit) > 1 else []}; "
                 f"timeout {timeout:.0f} s; job {job.get('run_id', '')!r}",
                 flush=True,
             )
@@ -260,10 +302,14 @@ def run(
             "image": str(image),
             "append": append,
             "topology": asdict(topo),
+            "slit": slit,
             "command": cmd,
             "init_options": opts,
             "timeout_s": timeout,
         }
+        if log_path is not None:
+            Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(console, log_path)
         (out_dir / "host.json").write_text(json.dumps(host, indent=1, default=str) + "\n")
         if echo:
             print(f"qemu_boot: {res.status} in {res.seconds:.0f} s: {res.error or ''}", flush=True)

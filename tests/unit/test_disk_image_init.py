@@ -1,0 +1,226 @@
+"""disk-image: the guest init run as an ordinary process (--host) on this machine.
+
+The init gets the real files it gets in the image (build_image.stage_files:
+make install, the init, the manifest) and file-backed "disks"; everything but
+mounting and powering off is the guest code path: finding the disks by
+content, unpacking the job, the watchdog, the mix runner, packing and writing
+the results tar.  The gem5 path runs against a stand-in `m5` that records its
+calls.  Also: the PARSEC command lines the init would run (mix runner dry run
+through the init) are the catalog's.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "disk-image"))
+sys.path.insert(0, str(ROOT / "workloads"))
+
+import build_image  # noqa: E402
+import parsec_catalog  # noqa: E402
+import qemu_boot  # noqa: E402
+
+init = qemu_boot.init
+INIT = str(build_image.INIT)
+SMALL_MIX = [
+    {"name": "lft", "workload": "leader_ft", "threads": 2, "args": ["--size=2M", "--iters=2"]},
+    {"name": "pft", "workload": "perthread_ft", "threads": 2, "args": ["--size=512K"]},
+]
+
+
+def python36() -> str | None:
+    cand = [os.environ.get("PYTHON36", "")]  # as tests/unit/test_mix_catalog.py
+    cand += sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.6*/bin/python3.6")))
+    return next((c for c in cand if c and os.access(c, os.X_OK)), None)
+
+
+@pytest.fixture(scope="module")
+def prefix(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("stage")
+    root = build_image.stage_files(tmp, {"kind": "numa-lb-test"})
+    return root / "opt" / "numa-lb"
+
+
+def disks(tmp: Path, job: dict | None, opts: dict | None = None, res_size: int = 1 << 20):
+    jd = tmp / "job.img"
+    if job is not None:
+        data = init.pack_job(job, opts)
+        jd.write_bytes(data + bytes(-len(data) % 65536))
+    else:
+        jd.write_bytes(bytes(65536))  # a disk that is no job disk
+    rd = tmp / "res.img"
+    rd.write_bytes(init.blank_results(res_size))
+    return jd, rd
+
+
+def run_init(
+    prefix: Path, tmp: Path, jd: Path, rd: Path, python: str = sys.executable, *extra: str
+) -> tuple[int, str, dict[str, bytes] | None, float]:
+    cmd = [python, INIT, "--host", "--prefix", str(prefix), "--rundir", str(tmp / "run"),
+           "--disk", str(rd), "--disk", str(jd), "--disk-wait", "1", *extra]  # fmt: skip
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    took = time.monotonic() - t0
+    with open(rd, "rb") as f:
+        files = init.read_results(f)
+    return p.returncode, p.stdout + p.stderr, files, took
+
+
+def records(files: dict[str, bytes]) -> list[dict]:
+    return [json.loads(ln) for ln in files["results.jsonl"].decode().splitlines() if ln.strip()]
+
+
+@pytest.mark.parametrize("interp", ["python3", "python3.6"])
+def test_a_mix_runs_and_comes_back_through_the_results_disk(
+    prefix: Path, tmp_path: Path, interp: str
+) -> None:
+    python = sys.executable if interp == "python3" else python36()
+    if python is None:
+        pytest.skip("SKIPPED init-py36: no Python 3.6 interpreter on this host")
+    job = {"run_id": "host-ok", "programs": SMALL_MIX, "timeout_s": 60}
+    jd, rd = disks(tmp_path, job, {"watchdog_s": 90})
+    rc, out, files, _ = run_init(prefix, tmp_path, jd, rd, python)
+    assert rc == 0, out
+    assert files is not None, out
+    st = json.loads(files["status.json"])
+    assert st["status"] == "ok" and st["mixrunner_exit"] == 0 and st["error"] is None
+    assert st["backend"] == "qemu" and st["run_id"] == "host-ok" and st["watchdog_s"] == 90
+    assert st["image"]["kind"] == "numa-lb-test"
+    assert {"results.jsonl", "init.log", "job.json", "mixrunner.err", "mixrunner.out"} <= set(files)
+    assert set(st["files"]) <= set(files)
+    recs = records(files)
+    assert [r["type"] for r in recs][0] == "run" and recs[-1]["type"] == "run_end"
+    progs = [r for r in recs if r["type"] == "program"]
+    assert [p["name"] for p in progs] == ["lft", "pft"]
+    assert all(p["exit_code"] == 0 and p["elapsed_s"] > 0 for p in progs)
+    assert all(p["result"]["verified"] for p in progs)
+    if interp == "python3.6":
+        assert recs[0]["python"].startswith("3.6")
+    log = files["init.log"].decode()
+    assert "numa-lb-init: job 'host-ok': 2 programs" in log
+    assert "numa-lb-init: mix runner exit 0" in log
+    # progress lines go to stdout (the console) as they happen
+    assert "numa-lb-init: status ok" in out
+
+
+def test_the_watchdog_ends_a_hanging_job_and_still_hands_back(prefix: Path, tmp_path: Path) -> None:
+    job = {"run_id": "hang", "programs": [{"name": "sleeper", "cmd": ["sleep", "300"]}]}
+    jd, rd = disks(tmp_path, job, {"watchdog_s": 3})
+    rc, out, files, took = run_init(prefix, tmp_path, jd, rd)
+    assert rc == 1 and took < 60, out
+    assert files is not None
+    st = json.loads(files["status.json"])
+    assert st["status"] == "watchdog" and st["watchdog_fired"] is True
+    assert "watchdog" in st["error"]
+    # the runner wrote (and flushed) its run record before the programs started
+    assert records(files)[0]["type"] == "run"
+    # nothing of the job survives: the program ran in a session of its own
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert "sleep 300" not in ps
+
+
+def test_a_job_the_runner_rejects_is_reported(prefix: Path, tmp_path: Path) -> None:
+    job = {"run_id": "bad", "programs": [{"name": "x", "workload": "no_such_workload"}]}
+    jd, rd = disks(tmp_path, job)
+    rc, out, files, _ = run_init(prefix, tmp_path, jd, rd)
+    assert rc == 1 and files is not None
+    st = json.loads(files["status.json"])
+    assert st["status"] == "invalid-job" and st["mixrunner_exit"] == 2
+    assert b"invalid job" in files["mixrunner.err"]
+
+
+def test_no_job_disk_still_hands_back_an_error(prefix: Path, tmp_path: Path) -> None:
+    jd, rd = disks(tmp_path, None)
+    rc, out, files, took = run_init(prefix, tmp_path, jd, rd)
+    assert rc == 1 and took < 30 and files is not None
+    st = json.loads(files["status.json"])
+    assert st["status"] == "invalid-job" and "no job disk" in st["error"]
+    assert "results.jsonl" not in files
+
+
+def test_results_bigger_than_the_disk_drop_program_output(prefix: Path, tmp_path: Path) -> None:
+    prog = {"name": "chatty", "cmd": ["head", "-c", "300000", "/dev/zero"]}
+    jd, rd = disks(tmp_path, {"run_id": "big", "programs": [prog]}, res_size=128 << 10)
+    rc, out, files, _ = run_init(prefix, tmp_path, jd, rd)
+    assert files is not None, out
+    st = json.loads(files["status.json"])
+    assert st["status"] == "ok"
+    assert st["dropped"] == [{"name": "prog-00-chatty.out", "bytes": 300000}]
+    assert "results.jsonl" in files and "prog-00-chatty.out" not in files
+
+
+FAKE_M5 = """#!/bin/sh
+# stand-in for the m5 CLI under gem5: log the call, serve readfile, store writefile
+echo "$*" >> "$FAKE_M5_DIR/calls"
+case "$1" in
+  readfile) cat "$FAKE_M5_DIR/job.tar" ;;
+  writefile) cp "$2" "$FAKE_M5_DIR/out/$3" ;;
+esac
+exit 0
+"""
+
+
+def test_gem5_path_readfile_work_items_writefile_exit(
+    prefix: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = tmp_path / "prefix"
+    shutil.copytree(prefix, fake)
+    m5 = fake / "bin" / "m5"
+    m5.write_text(FAKE_M5)
+    m5.chmod(m5.stat().st_mode | stat.S_IXUSR)
+    d = tmp_path / "m5"
+    (d / "out").mkdir(parents=True)
+    job = {"run_id": "g1", "programs": SMALL_MIX[:1]}
+    (d / "job.tar").write_bytes(init.pack_job(job, {"roi_workid": 7, "gem5_prefix": "guest."}))
+    monkeypatch.setenv("FAKE_M5_DIR", str(d))
+    p = subprocess.run(
+        [sys.executable, INIT, "--host", "--prefix", str(fake), "--rundir", str(tmp_path / "r")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stdout + p.stderr
+    calls = (d / "calls").read_text().splitlines()
+    names = [c.split()[0] for c in calls]
+    assert names[:4] == ["probe", "readfile", "workbegin", "workend"], calls
+    assert calls[2] == "workbegin 7 0" and calls[3] == "workend 7 0"
+    writes = [c.split()[2] for c in calls if c.startswith("writefile")]
+    assert writes[-1] == "guest.status.json"  # last: its presence means complete
+    assert {"guest.results.jsonl", "guest.init.log", "guest.dmesg.txt"} - set(writes) == {
+        "guest.dmesg.txt"  # --host reads no kernel log
+    }
+    assert names[-1] == "exit"
+    st = json.loads((d / "out" / "guest.status.json").read_text())
+    assert st["backend"] == "gem5" and st["status"] == "ok"
+    assert records({"results.jsonl": (d / "out" / "guest.results.jsonl").read_bytes()})
+
+
+def test_parsec_command_lines_are_the_catalogs(prefix: Path, tmp_path: Path) -> None:
+    """A PARSEC job through the init (dry run): what the guest would execute."""
+    programs = [
+        {"name": p.package, "parsec": p.package, "threads": 4, "input": "simsmall"}
+        for p in parsec_catalog.PROGRAMS
+    ]
+    job = {"run_id": "parsec-plan", "programs": programs}
+    jd, rd = disks(tmp_path, job, {"dry_run": True})
+    rc, out, files, _ = run_init(prefix, tmp_path, jd, rd)
+    assert rc == 0 and files is not None, out
+    plans = [json.loads(ln) for ln in files["mixrunner.out"].decode().splitlines()]
+    assert len(plans) == len(parsec_catalog.PROGRAMS) == 30
+    root, cfg = "/home/gem5/parsec-benchmark", "gcc-hooks"  # the job defaults
+    for plan, prog in zip(plans, parsec_catalog.PROGRAMS, strict=True):
+        want = parsec_catalog.parsecmgmt_command(prog, "simsmall", 4, root, cfg)
+        assert plan["argv"] == want, prog.name
+        assert plan["argv"][0] == f"{root}/bin/parsecmgmt"
+        assert plan["parsec"]["package"] == prog.package
+        assert plan["kind"] == "parsec"
+    assert "results.jsonl" not in files  # a dry run runs nothing
