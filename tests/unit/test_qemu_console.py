@@ -1,0 +1,75 @@
+"""qemu_check's console parser and checks, on a console captured from a real
+boot of the release kernel (kernel-patches/qemu_check.py run --console-out)."""
+
+from pathlib import Path
+
+import pytest
+import qemu_check
+from qemu_check import POLICIES, Topology
+
+FIXTURE = Path(__file__).resolve().parent.parent / "fixtures/kernel/qemu-console-release.txt"
+
+
+@pytest.fixture(scope="module")
+def run() -> qemu_check.GuestRun:
+    return qemu_check.parse_console(FIXTURE.read_text())
+
+
+def test_parses_topology_and_sysctl(run: qemu_check.GuestRun) -> None:
+    assert run.done
+    assert run.online == "0-3"
+    assert run.topo[2] == ("4-5", [16, 16, 10, 16])
+    assert run.sysctl["invalid"] == "rejected"
+    assert run.sysctl["unprivileged"] == "EACCES"
+    assert run.kernel.startswith("6.1.")
+
+
+def test_stats_rows_and_deltas(run: qemu_check.GuestRun) -> None:
+    for p in POLICIES:
+        assert set(run.stats_before[p]) == set(POLICIES)
+        d = run.delta(p)
+        assert d["attempts"] > 0
+        # the stock loop either detaches or rejects every task it looks at
+        if p == "default":
+            assert d["visited"] == d["rejected"] + d["migrated"]
+        else:
+            verdicts = (d["evaluated"] + d["taken_leader_dst"] + d["skipped_leader"]
+                        + d["skipped_leader_src"] + d["skipped_seen"])
+            assert d["visited"] == d["rejected"] + verdicts
+
+
+def test_a_clean_run_has_no_problems(run: qemu_check.GuestRun) -> None:
+    assert qemu_check.problems(run, list(POLICIES), Topology()) == []
+
+
+def test_problems_are_reported(run: qemu_check.GuestRun) -> None:
+    text = FIXTURE.read_text()
+    broken = qemu_check.parse_console(
+        text.replace("SYSCTL invalid=rejected", "SYSCTL invalid=accepted")
+        .replace("ok=1", "ok=0", 1)
+        + "\n[   9.000000] WARNING: CPU: 1 PID: 1 at mm/numa_rss.c:20 mm_numa_rss_check\n"
+    )
+    bad = "\n".join(qemu_check.problems(broken, list(POLICIES), Topology()))
+    assert "invalid sysctl write" in bad
+    assert "numa_rss invariant failed" in bad
+    assert "kernel splat" in bad
+    # a different topology is noticed
+    assert any("topology" in b for b in qemu_check.problems(run, [], Topology(remote_distance=20)))
+
+
+def test_truncated_console_is_not_done() -> None:
+    text = FIXTURE.read_text()
+    cut = qemu_check.parse_console(text[: len(text) // 2])
+    assert not cut.done
+    assert "did not finish" in qemu_check.problems(cut, list(POLICIES), Topology())[0]
+
+
+def test_qemu_arguments_describe_the_topology() -> None:
+    args = Topology().qemu_args()
+    assert args[args.index("-smp") + 1] == "8,sockets=4,cores=2,threads=1"
+    assert "node,nodeid=3,cpus=6-7,memdev=m3" in args
+    assert sum(a.startswith("dist,") for a in args) == 6
+    with pytest.raises(ValueError, match="unknown policy"):
+        qemu_check.boot(Path("/nonexistent"), ["firstfit"], "1:1", 1)
+    with pytest.raises(ValueError, match="mix must be"):
+        qemu_check.boot(Path("/nonexistent"), ["tm"], "1;rm -rf /", 1)
