@@ -1,0 +1,263 @@
+"""Run directories -> tidy pandas frames (written as parquet).
+
+* ``metrics``: one row per run x entity x metric, every spec field as a column
+  (backend, policy, sockets, cores_per_socket, numa_factor, link_latency,
+  threads, mix, repeat, kernel_variant, sweep, run_id), plus entity_type,
+  entity, metric, value. Only runs in state ``done`` contribute rows.
+* ``runs``: one row per run directory: state, timings, exit code, error, ids of
+  the kernel, image and backend tool.
+* ``errors``: one row per problem found while reading (run_id, source,
+  message): unreadable spec/status, truncated results.jsonl or stats.txt,
+  unreadable config.json. Reading never raises on bad run data.
+
+``stats_frame`` gives the raw gem5 statistics (run x dump x stat) for ad-hoc
+work; it is not part of the report (it grows with the stat count).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .gem5stats import StatsError, load_config, parse_stats_file, roi_dump
+from .guest import parse_results_file
+from .metrics import add_speedup, gem5_metrics, guest_metrics
+
+SPEC_COLS = [
+    "backend",
+    "policy",
+    "sockets",
+    "cores_per_socket",
+    "numa_factor",
+    "link_latency",
+    "threads",
+    "mix",
+    "repeat",
+    "kernel_variant",
+]
+RUN_COLS = [
+    "run_id",
+    "dir",
+    "sweep",
+    *SPEC_COLS,
+    "state",
+    "duration_s",
+    "exit_code",
+    "error",
+    "kernel_build_id",
+    "image_id",
+    "tool_version",
+    "host",
+    "executor",
+    "attempt",
+]
+
+
+@dataclass
+class Frames:
+    metrics: pd.DataFrame
+    runs: pd.DataFrame
+    errors: pd.DataFrame
+
+    def write(self, out: Path) -> dict[str, Path]:
+        out.mkdir(parents=True, exist_ok=True)
+        paths = {}
+        for name in ("metrics", "runs", "errors"):
+            p = out / f"{name}.parquet"
+            getattr(self, name).to_parquet(p, index=False)
+            paths[name] = p
+        return paths
+
+
+def find_runs(dirs: Iterable[Path]) -> list[Path]:
+    """Run directories under the given paths (a run dir, a sweep dir, or any parent)."""
+    found: list[Path] = []
+    seen: set[Path] = set()
+
+    def add(p: Path) -> None:
+        rp = p.resolve()
+        if rp not in seen:
+            seen.add(rp)
+            found.append(p)
+
+    for d in dirs:
+        d = Path(d)
+        if (d / "spec.json").is_file():
+            add(d)
+        elif (d / "runs").is_dir():
+            with os.scandir(d / "runs") as it:
+                for e in sorted(it, key=lambda e: e.name):
+                    if e.is_dir() and os.path.isfile(os.path.join(e.path, "spec.json")):
+                        add(Path(e.path))
+        else:
+            for root, subdirs, files in os.walk(d):
+                if "spec.json" in files and "status.json" in files:
+                    add(Path(root))
+                    subdirs[:] = []  # a run dir holds no further runs
+                subdirs[:] = [s for s in subdirs if s not in ("attempts", "m5out", "guest", "logs")]
+    return found
+
+
+def load_run(
+    path: Path,
+) -> tuple[dict[str, Any], list[tuple[str, str, str, float]], list[tuple[str, str]]]:
+    """(run record, metric rows, errors) for one run directory. Never raises on bad data."""
+    errors: list[tuple[str, str]] = []
+    rows: list[tuple[str, str, str, float]] = []
+    rec: dict[str, Any] = {"dir": str(path)}
+    try:
+        with open(path / "spec.json") as f:
+            spec = json.load(f)
+    except (OSError, ValueError) as e:
+        errors.append(("spec.json", f"unreadable: {e}"))
+        rec["run_id"] = path.name
+        rec["state"] = "unknown"
+        return rec, rows, errors
+    point = spec.get("point", {})
+    prov = spec.get("provenance", {})
+    rec.update({k: point.get(k) for k in SPEC_COLS})
+    rec.update(
+        run_id=spec.get("run_id", path.name),
+        sweep=spec.get("sweep"),
+        kernel_build_id=prov.get("kernel_build_id"),
+        image_id=prov.get("image_id"),
+        tool_version=prov.get("tool_version"),
+    )
+    try:
+        with open(path / "status.json") as f:
+            st = json.load(f)
+    except (OSError, ValueError) as e:
+        errors.append(("status.json", f"unreadable: {e}"))
+        st = {"state": "unknown"}
+    rec.update(
+        state=st.get("state"),
+        duration_s=st.get("duration_s"),
+        exit_code=st.get("exit_code"),
+        error=st.get("error"),
+        host=st.get("host"),
+        executor=st.get("executor"),
+        attempt=st.get("attempt"),
+    )
+    if rec["state"] != "done":
+        return rec, rows, errors
+
+    mix = str(point.get("mix"))
+    res = path / "guest" / "results.jsonl"
+    if res.is_file():
+        g = parse_results_file(res)
+        errors.extend(("guest/results.jsonl", e) for e in g.errors)
+        rows.extend(guest_metrics(g, mix))
+    else:
+        errors.append(("guest/results.jsonl", "missing"))
+    stats = path / "m5out" / "stats.txt"
+    if point.get("backend") == "gem5" or stats.exists():
+        cfg = None
+        cfgp = path / "m5out" / "config.json"
+        if cfgp.is_file():
+            try:
+                cfg = load_config(cfgp)
+            except (OSError, ValueError) as e:
+                errors.append(("m5out/config.json", f"unreadable: {e}"))
+        if stats.is_file():
+            try:
+                dump = roi_dump(parse_stats_file(stats))
+                rows.extend(
+                    gem5_metrics(dump.values, cfg, mix, int(point.get("cores_per_socket") or 1))
+                )
+            except (StatsError, OSError) as e:
+                errors.append(("m5out/stats.txt", str(e)))
+        else:
+            errors.append(("m5out/stats.txt", "missing"))
+    return rec, rows, errors
+
+
+def _load_many(paths: list[str]) -> list[Any]:
+    return [load_run(Path(p)) for p in paths]
+
+
+def build_frames(
+    dirs: Iterable[Path], run_ids: set[str] | None = None, workers: int | None = None
+) -> Frames:
+    paths = find_runs(dirs)
+    n = len(paths)
+    workers = workers if workers is not None else (min(4, os.cpu_count() or 1) if n >= 500 else 1)
+    if workers > 1:
+        chunks = [[str(p) for p in paths[i :: workers * 4]] for i in range(workers * 4)]
+        with ProcessPoolExecutor(workers) as ex:
+            loaded = [r for part in ex.map(_load_many, chunks) for r in part]
+    else:
+        loaded = [load_run(p) for p in paths]
+
+    runs: list[dict[str, Any]] = []
+    cols: dict[str, list[Any]] = {
+        c: [] for c in ["run_id", "sweep", *SPEC_COLS, "entity_type", "entity", "metric", "value"]
+    }
+    err_rows: list[dict[str, Any]] = []
+    for rec, rows, errors in loaded:
+        if run_ids is not None and rec.get("run_id") not in run_ids:
+            continue
+        runs.append(rec)
+        for src, msg in errors:
+            err_rows.append(
+                {"run_id": rec.get("run_id"), "dir": rec.get("dir"), "source": src, "message": msg}
+            )
+        if not rows:
+            continue
+        k = len(rows)
+        for c in ["run_id", "sweep", *SPEC_COLS]:
+            cols[c].extend([rec.get(c)] * k)
+        for i, c in enumerate(("entity_type", "entity", "metric", "value")):
+            cols[c].extend(r[i] for r in rows)
+    metrics = pd.DataFrame(cols)
+    for c in (
+        "run_id",
+        "sweep",
+        "backend",
+        "policy",
+        "mix",
+        "entity_type",
+        "entity",
+        "metric",
+        "link_latency",
+        "kernel_variant",
+    ):
+        metrics[c] = metrics[c].astype("category")
+    for c in ("sockets", "cores_per_socket", "threads", "repeat"):
+        metrics[c] = pd.to_numeric(metrics[c], downcast="integer")
+    metrics["numa_factor"] = pd.to_numeric(metrics["numa_factor"], errors="coerce")
+    metrics["value"] = metrics["value"].astype(float)
+    metrics = add_speedup(metrics)
+    runs_df = pd.DataFrame(runs, columns=RUN_COLS)
+    errors_df = pd.DataFrame(err_rows, columns=["run_id", "dir", "source", "message"])
+    return Frames(metrics, runs_df, errors_df)
+
+
+def stats_frame(run_dirs: Iterable[Path]) -> pd.DataFrame:
+    """Raw gem5 statistics: run_id, dump, complete, stat, value (every dump)."""
+    recs: dict[str, list[Any]] = {"run_id": [], "dump": [], "complete": [], "stat": [], "value": []}
+    for p in run_dirs:
+        sp = Path(p) / "m5out" / "stats.txt"
+        if not sp.is_file():
+            continue
+        try:
+            rid = json.loads((Path(p) / "spec.json").read_text()).get("run_id", Path(p).name)
+        except (OSError, ValueError):
+            rid = Path(p).name
+        for d in parse_stats_file(sp):
+            n = len(d.values)
+            recs["run_id"] += [rid] * n
+            recs["dump"] += [d.index] * n
+            recs["complete"] += [d.complete] * n
+            recs["stat"] += list(d.values)
+            recs["value"] += list(d.values.values())
+    df = pd.DataFrame(recs)
+    for c in ("run_id", "stat"):
+        df[c] = df[c].astype("category")
+    return df

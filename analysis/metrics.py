@@ -1,0 +1,356 @@
+"""Metrics: each defined once here (DESIGN.md "Metrics"), used by every report.
+
+Per run, ``run_metrics`` turns the parsed inputs into tidy tuples
+``(entity_type, entity, metric, value)``; entity types are ``mix`` (the whole
+mix = the run), ``program``, ``socket`` and ``cpu``. Across runs, ``add_speedup``
+pairs every policy's run with the ``default`` run of the same configuration and
+repeat, and ``summarize`` gives mean, standard deviation and the 95 % confidence
+interval of the mean (Student t) over repeats.
+
+Definitions
+-----------
+elapsed_s            guest wall clock of the mix (run_end.elapsed_s, first program
+                     start to last exit) and of each program (gate release to
+                     reap). Under gem5 the guest clock is simulated time; QEMU's
+                     is host time under TCG and NOT architectural.
+sim_seconds          gem5: simSeconds of the ROI dump.
+speedup              default_elapsed / policy_elapsed, paired by repeat (same
+                     configuration, same repeat index); 1 for default itself.
+improvement_pct      (speedup - 1) * 100: the paper's "performance increase".
+instructions,cycles  gem5 committed instructions / core cycles per CPU (ROI dump).
+ipc                  per CPU insts/cycles; for the mix sum(insts) / sum(cycles).
+llc_misses           demand misses of the last-level cache (the private L2 under
+                     MOESI_hammer) per CPU, socket, mix.
+llc_mpki             llc_misses per 1000 committed instructions (CPU, socket, mix).
+remote_requests,     gem5: memory requests served by another socket's directory /
+local_requests       by the own one (gem5stats.remote_requests; provisional).
+remote_ratio         remote / (local + remote) (gem5 only).
+remote_ratio_guest   guest view (kMLB): per thread group, the share of its
+                     resident pages (numa_rss at the last sample) not on the node
+                     its tasks were seen running on, weighted by task-samples per
+                     node; the mix value weights thread groups by task-samples.
+                     The only remote figure on the qemu backend.
+task_migrations      sum over thread groups of se.nr_migrations (every migration
+                     the scheduler counted, wake-up placement included).
+cross_node_migrations_sampled  task moves between nodes seen between samples (a
+                     lower bound).
+lb_<counter>         delta of the patch's /proc/sched_numa_lb_stats counter (e.g.
+                     lb_migrated: tasks moved across nodes by the balancer's
+                     selection), summed over policies' rows.
+page_faults          mix: /proc/vmstat pgfault delta; program: minflt + majflt.
+major_faults         mix: pgmajfault delta; program: majflt.
+page_migrations      /proc/vmstat pgmigrate_success delta (numa_pages_migrated
+                     when pgmigrate_success is absent).
+numa_factor_measured remote/local latency from a ptrchase --sweep program in the
+                     mix (calibration benchmark); absent otherwise.
+programs_failed      number of programs that did not exit 0.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .gem5stats import core_counters, remote_requests
+from .guest import GuestResults
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    unit: str
+    label: str
+    better: str  # "lower", "higher" or "" (no direction)
+    gem5_only: bool = False
+
+
+_M = [
+    Metric("elapsed_s", "s", "elapsed time", "lower"),
+    Metric("sim_seconds", "s", "simulated ROI time", "lower", True),
+    Metric("speedup", "x", "speedup over default", "higher"),
+    Metric("improvement_pct", "%", "improvement over default", "higher"),
+    Metric("instructions", "", "committed instructions", "", True),
+    Metric("cycles", "", "core cycles", "", True),
+    Metric("ipc", "", "IPC", "higher", True),
+    Metric("llc_misses", "", "LLC demand misses", "lower", True),
+    Metric("llc_mpki", "", "LLC MPKI", "lower", True),
+    Metric("remote_requests", "", "remote memory requests", "lower", True),
+    Metric("local_requests", "", "local memory requests", "", True),
+    Metric("remote_ratio", "", "remote-access ratio", "lower", True),
+    Metric("remote_ratio_guest", "", "remote ratio (guest kMLB view)", "lower"),
+    Metric("task_migrations", "", "task migrations", "lower"),
+    Metric("cross_node_migrations_sampled", "", "cross-node migrations (sampled)", "lower"),
+    Metric("lb_migrated", "", "cross-node migrations (balancer)", "lower"),
+    Metric("page_faults", "", "page faults", "lower"),
+    Metric("major_faults", "", "major page faults", "lower"),
+    Metric("page_migrations", "", "page migrations", "lower"),
+    Metric("numa_factor_measured", "", "measured NUMA factor", ""),
+    Metric("programs_failed", "", "failed programs", "lower"),
+]
+METRICS: dict[str, Metric] = {m.name: m for m in _M}
+
+Row = tuple[str, str, str, float]
+
+
+def _f(x: Any) -> float | None:
+    if isinstance(x, bool) or x is None:
+        return None
+    if isinstance(x, int | float):
+        return float(x)
+    return None
+
+
+# ------------------------------------------------------------------ per run
+def guest_metrics(g: GuestResults, mix: str) -> list[Row]:
+    rows: list[Row] = []
+    end = g.run_end or {}
+    if (v := _f(end.get("elapsed_s"))) is not None:
+        rows.append(("mix", mix, "elapsed_s", v))
+    vm = end.get("vmstat_delta") or {}
+    if (v := _f(vm.get("pgfault"))) is not None:
+        rows.append(("mix", mix, "page_faults", v))
+    if (v := _f(vm.get("pgmajfault"))) is not None:
+        rows.append(("mix", mix, "major_faults", v))
+    pm = _f(vm.get("pgmigrate_success"))
+    if pm is None:
+        pm = _f(vm.get("numa_pages_migrated"))
+    if pm is not None:
+        rows.append(("mix", mix, "page_migrations", pm))
+    lb = end.get("sched_numa_lb_stats") or {}
+    if lb.get("status") == "present":
+        for k, v in _sum_counters(lb.get("delta")).items():
+            rows.append(("mix", mix, f"lb_{k}", v))
+    if g.programs:
+        rows.append(
+            (
+                "mix",
+                mix,
+                "programs_failed",
+                float(sum(1 for p in g.programs if p.get("exit_code") != 0)),
+            )
+        )
+
+    by_prog: dict[str, list[dict[str, Any]]] = {}
+    for tg in g.thread_groups:
+        by_prog.setdefault(str(tg.get("program")), []).append(tg)
+    mig_total = 0.0
+    cross_total = 0.0
+    have_mig = False
+    for p in g.programs:
+        name = str(p.get("name"))
+        if (v := _f(p.get("elapsed_s"))) is not None:
+            rows.append(("program", name, "elapsed_s", v))
+        ru = p.get("rusage") or {}
+        mn, mj = _f(ru.get("minflt")), _f(ru.get("majflt"))
+        if mn is not None and mj is not None:
+            rows.append(("program", name, "page_faults", mn + mj))
+            rows.append(("program", name, "major_faults", mj))
+        tgs = by_prog.get(name, [])
+        nr = [_f(t.get("nr_migrations")) for t in tgs]
+        if tgs and all(x is not None for x in nr):
+            s = float(sum(nr))  # type: ignore[arg-type]
+            rows.append(("program", name, "task_migrations", s))
+            mig_total += s
+            have_mig = True
+        cross = sum(_f(t.get("cross_node_migrations_sampled")) or 0.0 for t in tgs)
+        if tgs:
+            rows.append(("program", name, "cross_node_migrations_sampled", cross))
+            cross_total += cross
+        rr = remote_ratio_guest(tgs)
+        if rr is not None:
+            rows.append(("program", name, "remote_ratio_guest", rr))
+        res = p.get("result") or {}
+        if isinstance(res, dict) and (v := _f(res.get("numa_factor"))) is not None:
+            rows.append(("program", name, "numa_factor_measured", v))
+            rows.append(("mix", mix, "numa_factor_measured", v))
+    if have_mig:
+        rows.append(("mix", mix, "task_migrations", mig_total))
+    if g.thread_groups:
+        rows.append(("mix", mix, "cross_node_migrations_sampled", cross_total))
+    rr = remote_ratio_guest(g.thread_groups)
+    if rr is not None:
+        rows.append(("mix", mix, "remote_ratio_guest", rr))
+    return rows
+
+
+def _sum_counters(delta: Any) -> dict[str, float]:
+    """Numeric leaves of the counters' delta summed by key (across policy rows)."""
+    out: dict[str, float] = {}
+
+    def walk(x: Any) -> None:
+        if isinstance(x, dict):
+            for k, v in x.items():
+                if (f := _f(v)) is not None:
+                    out[str(k)] = out.get(str(k), 0.0) + f
+                else:
+                    walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+
+    walk(delta)
+    return out
+
+
+def remote_ratio_guest(tgs: list[dict[str, Any]]) -> float | None:
+    num = 0.0
+    den = 0.0
+    for tg in tgs:
+        rss = {str(k): float(v) for k, v in (tg.get("numa_rss_last") or {}).items()}
+        ns = {str(k): float(v) for k, v in (tg.get("node_samples") or {}).items()}
+        total_rss = sum(rss.values())
+        total_s = sum(ns.values())
+        if total_rss <= 0 or total_s <= 0:
+            continue
+        frac = sum(w / total_s * (1.0 - rss.get(n, 0.0) / total_rss) for n, w in ns.items())
+        num += frac * total_s
+        den += total_s
+    return num / den if den > 0 else None
+
+
+def gem5_metrics(
+    values: dict[str, float], cfg: dict[str, Any] | None, mix: str, cores_per_socket: int
+) -> list[Row]:
+    rows: list[Row] = []
+    if (v := values.get("simSeconds")) is not None:
+        rows.append(("mix", mix, "sim_seconds", v))
+    c = core_counters(values)
+    insts, cycles, miss = c["insts"], c["cycles"], c["l2_demand_misses"]
+    for i in sorted(insts):
+        cpu = f"cpu{i}"
+        rows.append(("cpu", cpu, "instructions", insts[i]))
+        if i in cycles:
+            rows.append(("cpu", cpu, "cycles", cycles[i]))
+            if cycles[i] > 0:
+                rows.append(("cpu", cpu, "ipc", insts[i] / cycles[i]))
+        if i in miss:
+            rows.append(("cpu", cpu, "llc_misses", miss[i]))
+            if insts[i] > 0:
+                rows.append(("cpu", cpu, "llc_mpki", miss[i] / insts[i] * 1000))
+    if insts:
+        ti, tc = sum(insts.values()), sum(cycles.values())
+        rows.append(("mix", mix, "instructions", ti))
+        if tc > 0:
+            rows.append(("mix", mix, "cycles", tc))
+            rows.append(("mix", mix, "ipc", ti / tc))
+        if miss:
+            tm = sum(miss.values())
+            rows.append(("mix", mix, "llc_misses", tm))
+            if ti > 0:
+                rows.append(("mix", mix, "llc_mpki", tm / ti * 1000))
+            sockets: dict[int, list[int]] = {}
+            for i in insts:
+                sockets.setdefault(i // max(1, cores_per_socket), []).append(i)
+            for s, cpus in sorted(sockets.items()):
+                si = sum(insts[i] for i in cpus)
+                sm = sum(miss.get(i, 0.0) for i in cpus)
+                rows.append(("socket", f"s{s}", "llc_misses", sm))
+                if si > 0:
+                    rows.append(("socket", f"s{s}", "llc_mpki", sm / si * 1000))
+    rr = remote_requests(values, cfg)
+    if rr is not None and rr["consistent"]:
+        rows.append(("mix", mix, "remote_requests", rr["remote_total"]))
+        rows.append(("mix", mix, "local_requests", rr["local_total"]))
+        rows.append(("mix", mix, "remote_ratio", rr["remote_ratio"]))
+        for s, out in rr["remote_out_by_socket"].items():
+            loc = rr["local_by_socket"].get(s, 0.0)
+            rows.append(("socket", f"s{s}", "remote_requests", out))
+            if out + loc > 0:
+                rows.append(("socket", f"s{s}", "remote_ratio", out / (out + loc)))
+    return rows
+
+
+# ------------------------------------------------------------- across runs
+# Spec columns that identify a configuration (everything but policy and repeat).
+CONFIG_COLS = [
+    "backend",
+    "sockets",
+    "cores_per_socket",
+    "numa_factor",
+    "link_latency",
+    "threads",
+    "mix",
+    "kernel_variant",
+]
+
+
+def add_speedup(frame: pd.DataFrame) -> pd.DataFrame:
+    """Append speedup and improvement_pct rows for every elapsed_s row with a default partner."""
+    el = frame[(frame["metric"] == "elapsed_s") & frame["entity_type"].isin(["mix", "program"])]
+    if el.empty:
+        return frame
+    keys = [c for c in CONFIG_COLS if c in el.columns] + ["repeat", "entity_type", "entity"]
+    base = el[el["policy"] == "default"][keys + ["value"]].rename(columns={"value": "t_default"})
+    # one default per key; duplicates (same point in two sweeps) are averaged
+    base = base.groupby(keys, dropna=False, observed=True, as_index=False)["t_default"].mean()
+    m = el.merge(base, on=keys, how="inner")
+    m = m[(m["value"] > 0) & (m["t_default"] > 0)]
+    sp = m.copy()
+    sp["value"] = m["t_default"] / m["value"]
+    sp["metric"] = "speedup"
+    imp = sp.copy()
+    imp["value"] = (sp["value"] - 1.0) * 100.0
+    imp["metric"] = "improvement_pct"
+    new = pd.concat([sp, imp], ignore_index=True).drop(columns=["t_default"])
+    out = pd.concat([frame, new], ignore_index=True)
+    out["metric"] = out["metric"].astype("category")
+    return out
+
+
+# Two-sided 95 % Student t quantiles t_{0.975, df}, df = 1..30.
+_T975 = [
+    12.706,
+    4.303,
+    3.182,
+    2.776,
+    2.571,
+    2.447,
+    2.365,
+    2.306,
+    2.262,
+    2.228,
+    2.201,
+    2.179,
+    2.160,
+    2.145,
+    2.131,
+    2.120,
+    2.110,
+    2.101,
+    2.093,
+    2.086,
+    2.080,
+    2.074,
+    2.069,
+    2.064,
+    2.060,
+    2.056,
+    2.052,
+    2.048,
+    2.045,
+    2.042,
+]
+
+
+def t975(df: int) -> float:
+    if df < 1:
+        return math.nan
+    if df <= 30:
+        return _T975[df - 1]
+    z = 1.959964
+    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+
+
+def summarize(frame: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """mean, std (n-1), n, 95 % CI half-width and bounds of 'value' over the rows of each group."""
+    g = frame.groupby(by, dropna=False, observed=True)["value"]
+    s = g.agg(["mean", "std", "count"]).reset_index().rename(columns={"count": "n"})
+    tq = np.array([t975(int(n) - 1) for n in s["n"]]) if len(s) else np.array([])
+    s["ci95"] = tq * s["std"] / np.sqrt(s["n"].clip(lower=1))
+    s["ci95_lo"] = s["mean"] - s["ci95"]
+    s["ci95_hi"] = s["mean"] + s["ci95"]
+    return s

@@ -1,0 +1,655 @@
+"""Reports: a self-contained HTML page and a Markdown summary from any set of runs.
+
+Views (seeds/003 Sec. 4 and what the paper could not vary):
+
+* Fig. 11: mean elapsed time, its standard deviation and the improvement over
+  default vs threads, one line per policy (reference configuration);
+* Fig. 12: the enhanced selection procedure, MB vs MB+ and Excl_base vs Excl;
+* Fig. 13: IPC, LLC MPKI, page faults, task migrations, page migrations (and the
+  remote ratios) per policy at the reference thread count (16 as in the paper,
+  else the nearest below);
+* Fig. 14: per program elapsed time, stdev and speedup at that thread count;
+* heatmaps of the improvement vs NUMA factor x cores per socket per policy;
+* each policy's best and worst configuration; the paper's headline figures
+  beside ours when the runs include f = 1.6.
+
+The reference configuration is the (backend, sockets, cores per socket, NUMA
+factor, mix) group closest to the paper (gem5, 4 x 8, f = 1.6), else the one
+with most runs. Every string from the inputs is escaped (html.escape) and
+every plot is a base64 PNG, so report.html has no external references; the
+Markdown file links PNG copies in report_files/.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from . import plots
+from .backends import CAVEATS
+from .frames import Frames, build_frames
+from .metrics import CONFIG_COLS, METRICS, summarize
+
+PAPER = {"excl": 10.7, "mbplus": 11.1}
+PAPER_NOTE = (
+    "Chiang & Su 2021 (seeds/003), Sec. 4.3.5: 4 x AMD Opteron 6320 (8 cores each), "
+    "NUMA factor 1.6, 29 PARSEC 3.0 programs run together, threads 1..32, "
+    "improvement of elapsed time over the unmodified kernel"
+)
+GROUP_COLS = [c for c in CONFIG_COLS if c != "threads"]
+
+
+# ------------------------------------------------------------------ document
+@dataclass
+class Table:
+    header: list[str]
+    rows: list[list[Any]]
+    caption: str = ""
+
+
+@dataclass
+class Figure:
+    png: bytes
+    caption: str
+    name: str
+
+
+@dataclass
+class Section:
+    title: str
+    paras: list[str] = field(default_factory=list)
+    items: list[Table | Figure | str] = field(default_factory=list)
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "–"
+        if abs(v) >= 1e5 or (abs(v) < 1e-3 and v != 0):
+            return f"{v:.3g}"
+        return f"{v:.3f}" if abs(v) < 10 else f"{v:.1f}"
+    return str(v)
+
+
+def pm(mean: float, ci: float, pct: bool = False) -> str:
+    if mean is None or (isinstance(mean, float) and math.isnan(mean)):
+        return "–"
+    s = f"{mean:+.1f} %" if pct else _fmt(float(mean))
+    if ci is not None and isinstance(ci, float) and not math.isnan(ci):
+        s += f" ± {ci:.1f}" if pct else f" ± {_fmt(float(ci))}"
+    return s
+
+
+def cfg_label(row: Any) -> str:
+    f = row.get("numa_factor")
+    lat = (
+        f"f={f:g}"
+        if isinstance(f, float) and not math.isnan(f)
+        else f"link={row.get('link_latency')}"
+    )
+    s = f"{row.get('backend')} {row.get('sockets')}x{row.get('cores_per_socket')} {lat} {row.get('mix')}"
+    if "threads" in row and row.get("threads") is not None:
+        s += f" t={row.get('threads')}"
+    return s
+
+
+# ------------------------------------------------------------------ analysis
+def _mix(fr: Frames) -> pd.DataFrame:
+    m = fr.metrics
+    return m[m["entity_type"] == "mix"]
+
+
+def reference_group(mx: pd.DataFrame) -> dict[str, Any] | None:
+    el = mx[mx["metric"] == "elapsed_s"]
+    if el.empty:
+        return None
+    g = el.groupby(GROUP_COLS, dropna=False, observed=True).size().reset_index(name="n")
+
+    def score(r: Any) -> tuple:
+        nf = r["numa_factor"]
+        return (
+            r["backend"] == "gem5",
+            isinstance(nf, float) and abs(nf - 1.6) < 1e-9,
+            r["sockets"] == 4,
+            r["cores_per_socket"] == 8,
+            r["n"],
+        )
+
+    best = max(g.to_dict("records"), key=score)
+    return {k: best[k] for k in GROUP_COLS}
+
+
+def select(df: pd.DataFrame, group: dict[str, Any]) -> pd.DataFrame:
+    mask = pd.Series(True, index=df.index)
+    for k, v in group.items():
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            mask &= df[k].isna()
+        else:
+            mask &= df[k] == v
+    return df[mask]
+
+
+def ref_threads(threads: list[int]) -> int:
+    if 16 in threads:
+        return 16
+    below = [t for t in threads if t <= 16]
+    return max(below) if below else min(threads)
+
+
+def improvement_summary(mx: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    imp = mx[(mx["metric"] == "improvement_pct") & (mx["policy"] != "default")]
+    return summarize(imp, by)
+
+
+# ------------------------------------------------------------------ sections
+def build(fr: Frames, title: str, inputs: list[Path]) -> list[Section]:
+    secs: list[Section] = []
+    runs = fr.runs
+    mx = _mix(fr)
+    backends = sorted(set(runs["backend"].dropna())) if not runs.empty else []
+
+    head = Section(title)
+    head.paras.append(
+        f"Generated {time.strftime('%Y-%m-%d %H:%M:%S %Z')} from "
+        f"{len(runs)} run directories under: {', '.join(str(p) for p in inputs)}."
+    )
+    head.paras.append(f"Backend(s): {', '.join(backends) or 'none'}.")
+    for b in backends:
+        head.paras.append(("WARNING — " if b == "qemu" else "") + CAVEATS.get(b, b))
+    secs.append(head)
+
+    st = Section("Runs")
+    counts = runs["state"].value_counts().to_dict() if not runs.empty else {}
+    st.items.append(Table(["state", "runs"], [[k, v] for k, v in sorted(counts.items())]))
+    prov_rows = []
+    if not runs.empty:
+        for (b, k, i, t), n in (
+            runs.groupby(["backend", "kernel_build_id", "image_id", "tool_version"], dropna=False)
+            .size()
+            .items()
+        ):
+            prov_rows.append([b, k, i, t, n])
+    st.items.append(
+        Table(
+            ["backend", "kernel build", "image", "tool", "runs"],
+            prov_rows,
+            "Provenance (all of it enters the run ids)",
+        )
+    )
+    bad = runs[runs["state"].isin(["failed", "timeout", "interrupted"])] if not runs.empty else runs
+    if not bad.empty:
+        rows = [
+            [
+                r["run_id"][:16],
+                r["state"],
+                cfg_label(r) + f" {r['policy']} r{r['repeat']}",
+                r["exit_code"],
+                (r["error"] or "")[:200],
+            ]
+            for _, r in bad.head(200).iterrows()
+        ]
+        st.items.append(
+            Table(
+                ["run", "state", "point", "exit", "error"],
+                rows,
+                f"Unsuccessful runs ({len(bad)}; first 200)",
+            )
+        )
+    secs.append(st)
+
+    if mx.empty:
+        secs.append(Section("Results", ["No finished run with results yet."]))
+        secs.append(errors_section(fr))
+        return secs
+
+    ref = reference_group(mx)
+    assert ref is not None
+    qemu_note = (
+        " (QEMU: host time under TCG, not architectural performance)"
+        if ref["backend"] == "qemu"
+        else ""
+    )
+    rmx = select(mx, ref)
+    threads = sorted(int(t) for t in rmx["threads"].unique())
+    secs.append(headline(mx, ref, rmx, qemu_note))
+    secs.append(fig11(rmx, ref, qemu_note))
+    s12 = fig12(rmx, ref, qemu_note)
+    if s12:
+        secs.append(s12)
+    t_ref = ref_threads(threads)
+    secs.append(fig13(rmx, t_ref, ref))
+    secs.append(fig14(select(fr.metrics, ref), t_ref, ref, qemu_note))
+    secs.append(heatmaps(mx, ref))
+    secs.append(best_worst(mx))
+    secs.append(definitions())
+    secs.append(errors_section(fr))
+    return secs
+
+
+def headline(mx: pd.DataFrame, ref: dict[str, Any], rmx: pd.DataFrame, note: str) -> Section:
+    s = Section("Headline: improvement over default")
+    s.paras.append(
+        f"Reference configuration: {cfg_label(ref)}{note}. Improvement = "
+        "(default time / policy time − 1) × 100, paired by repeat; mean ± 95 % CI."
+    )
+    per = improvement_summary(rmx, ["policy", "threads"])
+    overall = improvement_summary(rmx, ["policy"])
+    rows = []
+    for pol in plots.order_policies(list(overall["policy"].astype(str))):
+        o = overall[overall["policy"] == pol].iloc[0]
+        rows.append(
+            [
+                pol,
+                pm(o["mean"], o["ci95"], True),
+                int(o["n"]),
+                ", ".join(
+                    f"t{int(r.threads)}: {r.mean:+.1f}"
+                    for r in per[per["policy"] == pol].sort_values("threads").itertuples()
+                ),
+            ]
+        )
+    s.items.append(Table(["policy", "improvement (all threads)", "pairs", "by threads"], rows))
+    s.items.append(paper_comparison(mx, ref))
+    return s
+
+
+def paper_comparison(mx: pd.DataFrame, ref: dict[str, Any]) -> Table | str:
+    at = mx[(mx["numa_factor"] - 1.6).abs() < 1e-9]
+    if at.empty or not set(PAPER) & set(at["policy"].astype(str)):
+        return (
+            "The paper's figures (Excl +10.7 %, MB+ +11.1 % at f = 1.6) are not compared: "
+            "these runs do not cover f = 1.6 with excl or mbplus."
+        )
+    if ref.get("numa_factor") is not None and abs(float(ref["numa_factor"]) - 1.6) < 1e-9:
+        at = select(at, ref)
+    rows = []
+    for pol, paper in PAPER.items():
+        s = improvement_summary(at[at["policy"] == pol], ["policy"])
+        if s.empty:
+            rows.append([pol, f"+{paper} %", "not run", ""])
+            continue
+        r = s.iloc[0]
+        b = sorted(set(at["backend"].astype(str)))
+        cfgs = at[at["policy"] == pol].drop_duplicates(GROUP_COLS)
+        where = "; ".join(cfg_label({k: c[k] for k in GROUP_COLS}) for c in cfgs.to_dict("records"))
+        comparable = "" if b == ["gem5"] else " — NOT comparable: QEMU timing is not architectural"
+        rows.append([pol, f"+{paper} %", pm(r["mean"], r["ci95"], True) + comparable, where])
+    return Table(
+        ["policy", "paper", "ours (mean over threads and repeats)", "our configuration"],
+        rows,
+        "Paper vs ours at f = 1.6. Paper: " + PAPER_NOTE,
+    )
+
+
+def fig11(rmx: pd.DataFrame, ref: dict[str, Any], note: str) -> Section:
+    s = Section("Fig. 11 view: elapsed time, standard deviation and improvement vs threads")
+    el = summarize(rmx[rmx["metric"] == "elapsed_s"], ["policy", "threads"])
+    imp = improvement_summary(rmx, ["policy", "threads"])
+    m = el.merge(
+        imp[["policy", "threads", "mean", "ci95"]].rename(
+            columns={"mean": "imp", "ci95": "imp_ci"}
+        ),
+        on=["policy", "threads"],
+        how="left",
+    )
+    s.items.append(
+        Figure(
+            plots.lines_vs(
+                m,
+                "threads",
+                [
+                    ("mean", "mean elapsed (s)", "ci95"),
+                    ("std", "stdev of elapsed (s)", ""),
+                    ("imp", "improvement over default (%)", "imp_ci"),
+                ],
+                f"{cfg_label(ref)}{note}",
+            ),
+            f"Fig. 11 view, {cfg_label(ref)}{note}",
+            "fig11",
+        )
+    )
+    pols = plots.order_policies(list(m["policy"].astype(str).unique()))
+    rows = []
+    for t in sorted(m["threads"].unique()):
+        row: list[Any] = [int(t)]
+        for p in pols:
+            r = m[(m["policy"] == p) & (m["threads"] == t)]
+            if r.empty:
+                row.append("–")
+                continue
+            r0 = r.iloc[0]
+            cell = f"{_fmt(r0['mean'])} s (sd {_fmt(r0['std'])})"
+            if p != "default" and not pd.isna(r0["imp"]):
+                cell += f", {r0['imp']:+.1f} %"
+            row.append(cell)
+        rows.append(row)
+    s.items.append(Table(["threads", *pols], rows, "mean elapsed (stdev), improvement" + note))
+    return s
+
+
+def fig12(rmx: pd.DataFrame, ref: dict[str, Any], note: str) -> Section | None:
+    pairs = [("mb", "mbplus"), ("excl_base", "excl")]
+    have = set(rmx["policy"].astype(str))
+    use = [p for p in pairs if set(p) <= have]
+    if not use:
+        return None
+    s = Section("Fig. 12 view: the enhanced selection procedure (MB vs MB+, Excl_base vs Excl)")
+    imp = improvement_summary(rmx, ["policy", "threads"])
+    pol = [p for pair in use for p in pair]
+    t = imp[imp["policy"].isin(pol)].pivot(index="threads", columns="policy", values="mean")[pol]
+    e = imp[imp["policy"].isin(pol)].pivot(index="threads", columns="policy", values="ci95")[pol]
+    s.items.append(
+        Figure(
+            plots.grouped_bars(t, "improvement over default (%)", f"{cfg_label(ref)}{note}", e),
+            f"Fig. 12 view{note}",
+            "fig12",
+        )
+    )
+    rows = [[int(i), *[pm(t.loc[i, p], e.loc[i, p], True) for p in pol]] for i in t.index]
+    s.items.append(Table(["threads", *pol], rows, "improvement over default, mean ± 95 % CI"))
+    return s
+
+
+FIG13 = [
+    "ipc",
+    "llc_mpki",
+    "page_faults",
+    "task_migrations",
+    "page_migrations",
+    "remote_ratio",
+    "remote_ratio_guest",
+    "lb_migrated",
+    "cross_node_migrations_sampled",
+]
+
+
+def fig13(rmx: pd.DataFrame, t_ref: int, ref: dict[str, Any]) -> Section:
+    s = Section(f"Fig. 13 view: counters per policy at {t_ref} threads")
+    d = rmx[(rmx["threads"] == t_ref) & rmx["metric"].isin(FIG13)]
+    summ = summarize(d, ["metric", "policy"])
+    panels: dict[str, pd.Series] = {}
+    rows = []
+    pols = plots.order_policies(list(rmx["policy"].astype(str).unique()))
+    for m in FIG13:
+        sm = summ[summ["metric"] == m].set_index("policy")
+        if sm.empty:
+            if METRICS[m].gem5_only and ref["backend"] != "gem5":
+                rows.append([METRICS[m].label, *["n/a (gem5 only)"] * len(pols)])
+            continue
+        panels[METRICS[m].label] = sm["mean"].reindex([p for p in pols if p in sm.index])
+        rows.append(
+            [
+                METRICS[m].label,
+                *[pm(sm.loc[p, "mean"], sm.loc[p, "ci95"]) if p in sm.index else "–" for p in pols],
+            ]
+        )
+    if panels:
+        s.items.append(
+            Figure(
+                plots.small_multiples_bars(panels, f"{cfg_label(ref)} t={t_ref}"),
+                "Fig. 13 view (means over repeats)",
+                "fig13",
+            )
+        )
+    s.items.append(Table(["metric", *pols], rows, "mean ± 95 % CI over repeats"))
+    return s
+
+
+def fig14(rm: pd.DataFrame, t_ref: int, ref: dict[str, Any], note: str) -> Section:
+    s = Section(f"Fig. 14 view: per program at {t_ref} threads")
+    d = rm[(rm["entity_type"] == "program") & (rm["threads"] == t_ref)]
+    if d.empty:
+        s.paras.append("No per-program results.")
+        return s
+    el = summarize(d[d["metric"] == "elapsed_s"], ["entity", "policy"])
+    sp = summarize(d[d["metric"] == "speedup"], ["entity", "policy"])
+    pols = plots.order_policies(list(el["policy"].astype(str).unique()))
+    t = el.pivot(index="entity", columns="policy", values="mean").reindex(columns=pols)
+    sd = el.pivot(index="entity", columns="policy", values="std").reindex(columns=pols)
+    s.items.append(
+        Figure(
+            plots.grouped_bars(t, "mean elapsed (s)", f"{cfg_label(ref)}{note}"),
+            f"Fig. 14a view: mean elapsed per program{note}",
+            "fig14a",
+        )
+    )
+    s.items.append(
+        Figure(
+            plots.grouped_bars(sd, "stdev of elapsed (s)", f"{cfg_label(ref)}{note}"),
+            "Fig. 14b view: standard deviation per program",
+            "fig14b",
+        )
+    )
+    if not sp.empty:
+        spt = sp.pivot(index="entity", columns="policy", values="mean")
+        spt = spt.reindex(columns=[p for p in pols if p in spt.columns and p != "default"])
+        if not spt.empty and spt.shape[1]:
+            s.items.append(
+                Figure(
+                    plots.grouped_bars(spt - 1.0, "speedup − 1", f"{cfg_label(ref)}{note}"),
+                    f"Fig. 14c view: speedup over default per program{note}",
+                    "fig14c",
+                )
+            )
+    rows = []
+    for prog in t.index:
+        row: list[Any] = [prog]
+        for p in pols:
+            cell = f"{_fmt(t.loc[prog, p])} s (sd {_fmt(sd.loc[prog, p])})"
+            if p != "default":
+                r = sp[(sp["entity"] == prog) & (sp["policy"] == p)]
+                if not r.empty:
+                    cell += f", x{r.iloc[0]['mean']:.3f}"
+            row.append(cell)
+        rows.append(row)
+    s.items.append(Table(["program", *pols], rows, "mean elapsed (stdev), speedup" + note))
+    return s
+
+
+def heatmaps(mx: pd.DataFrame, ref: dict[str, Any]) -> Section:
+    s = Section("Improvement vs NUMA factor and cores per socket")
+    base = {k: ref[k] for k in ("backend", "sockets", "mix", "kernel_variant")}
+    d = select(mx[mx["metric"] == "improvement_pct"], base)
+    d = d[d["policy"] != "default"]
+    nfs = sorted(d["numa_factor"].dropna().unique())
+    cps = sorted(d["cores_per_socket"].unique())
+    if len(nfs) < 2 and len(cps) < 2:
+        s.paras.append(
+            "Not drawn: these runs vary neither the NUMA factor nor the cores per "
+            f"socket (f: {', '.join(f'{x:g}' for x in nfs) or '–'}; cores/socket: "
+            f"{', '.join(str(c) for c in cps)})."
+        )
+        return s
+    s.paras.append(
+        f"{ref['backend']}, {ref['sockets']} sockets, mix {ref['mix']}: mean improvement "
+        "over default (%), averaged over threads and repeats."
+    )
+    summ = summarize(d, ["policy", "numa_factor", "cores_per_socket"])
+    for pol in plots.order_policies(list(summ["policy"].astype(str).unique())):
+        g = summ[summ["policy"] == pol].pivot(
+            index="numa_factor", columns="cores_per_socket", values="mean"
+        )
+        s.items.append(
+            Figure(
+                plots.heatmap(g, f"{pol}: improvement %", "cores per socket", "NUMA factor"),
+                f"{pol}",
+                f"heat_{pol}",
+            )
+        )
+        rows = [
+            [
+                f"{f:g}",
+                *[("–" if pd.isna(g.loc[f, c]) else f"{g.loc[f, c]:+.1f}") for c in g.columns],
+            ]
+            for f in g.index
+        ]
+        s.items.append(Table(["f \\ cores/socket", *[str(c) for c in g.columns]], rows, pol))
+    return s
+
+
+def best_worst(mx: pd.DataFrame) -> Section:
+    s = Section("Best and worst configuration per policy")
+    summ = improvement_summary(mx, ["policy", *CONFIG_COLS])
+    rows = []
+    for pol in plots.order_policies(list(summ["policy"].astype(str).unique())):
+        d = summ[summ["policy"] == pol].dropna(subset=["mean"])
+        if d.empty:
+            continue
+        b, w = d.loc[d["mean"].idxmax()], d.loc[d["mean"].idxmin()]
+        rows.append(
+            [
+                pol,
+                cfg_label(b),
+                pm(b["mean"], b["ci95"], True),
+                cfg_label(w),
+                pm(w["mean"], w["ci95"], True),
+                len(d),
+            ]
+        )
+    s.items.append(
+        Table(
+            [
+                "policy",
+                "best configuration",
+                "improvement",
+                "worst configuration",
+                "improvement",
+                "configurations",
+            ],
+            rows,
+            "mean improvement over default ± 95 % CI over repeats",
+        )
+    )
+    return s
+
+
+def definitions() -> Section:
+    s = Section("Metric definitions")
+    rows = [
+        [m.name, m.label, m.unit, m.better, "gem5" if m.gem5_only else "all"]
+        for m in METRICS.values()
+    ]
+    s.items.append(
+        Table(
+            ["metric", "meaning", "unit", "better", "backends"],
+            rows,
+            "Definitions: analysis/metrics.py (one place for every report)",
+        )
+    )
+    return s
+
+
+def errors_section(fr: Frames) -> Section:
+    s = Section("Input problems")
+    if fr.errors.empty:
+        s.paras.append("None.")
+        return s
+    rows = [[str(r.run_id)[:16], r.source, r.message] for r in fr.errors.head(500).itertuples()]
+    s.items.append(
+        Table(
+            ["run", "file", "problem"],
+            rows,
+            f"{len(fr.errors)} problem(s) (first 500); these inputs were skipped",
+        )
+    )
+    return s
+
+
+# ------------------------------------------------------------------ render
+CSS = """body{font-family:sans-serif;max-width:1200px;margin:2em auto;color:#222}
+table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:13px}
+td,th{border:1px solid #ccc;padding:3px 6px;text-align:left;vertical-align:top}
+th{background:#eee} caption{caption-side:top;text-align:left;font-style:italic;padding:3px}
+figure{margin:1em 0} figcaption{font-style:italic;font-size:13px} .warn{color:#a00;font-weight:bold}
+"""
+
+
+def to_html(secs: list[Section]) -> str:
+    e = html.escape
+    out = [
+        "<!DOCTYPE html>",
+        "<html><head><meta charset='utf-8'>",
+        f"<title>{e(secs[0].title)}</title><style>{CSS}</style></head><body>",
+    ]
+    for i, sec in enumerate(secs):
+        out.append(f"<h{1 if i == 0 else 2}>{e(sec.title)}</h{1 if i == 0 else 2}>")
+        for p in sec.paras:
+            cls = " class='warn'" if p.startswith("WARNING") else ""
+            out.append(f"<p{cls}>{e(p)}</p>")
+        for it in sec.items:
+            if isinstance(it, Table):
+                out.append("<table>")
+                if it.caption:
+                    out.append(f"<caption>{e(it.caption)}</caption>")
+                out.append("<tr>" + "".join(f"<th>{e(str(h))}</th>" for h in it.header) + "</tr>")
+                for r in it.rows:
+                    out.append("<tr>" + "".join(f"<td>{e(_fmt(c))}</td>" for c in r) + "</tr>")
+                out.append("</table>")
+            elif isinstance(it, Figure):
+                out.append(
+                    f"<figure><img alt='{e(it.caption, quote=True)}' "
+                    f"src='data:image/png;base64,{plots.b64(it.png)}'>"
+                    f"<figcaption>{e(it.caption)}</figcaption></figure>"
+                )
+            else:
+                out.append(f"<p>{e(str(it))}</p>")
+    out.append("</body></html>")
+    return "\n".join(out)
+
+
+def _md_cell(v: Any) -> str:
+    return _fmt(v).replace("|", "\\|").replace("\n", " ")
+
+
+def to_markdown(secs: list[Section], img_dir: str) -> str:
+    out: list[str] = []
+    for i, sec in enumerate(secs):
+        out.append(f"{'#' if i == 0 else '##'} {sec.title}\n")
+        for p in sec.paras:
+            out.append(f"{'**' + p + '**' if p.startswith('WARNING') else p}\n")
+        for it in sec.items:
+            if isinstance(it, Table):
+                if it.caption:
+                    out.append(f"*{_md_cell(it.caption)}*\n")
+                out.append("| " + " | ".join(_md_cell(h) for h in it.header) + " |")
+                out.append("|" + "---|" * len(it.header))
+                for r in it.rows:
+                    out.append("| " + " | ".join(_md_cell(c) for c in r) + " |")
+                out.append("")
+            elif isinstance(it, Figure):
+                out.append(f"![{_md_cell(it.caption)}]({img_dir}/{it.name}.png)\n")
+            else:
+                out.append(f"{it}\n")
+    return "\n".join(out)
+
+
+def write_report(
+    dirs: list[Path], out: Path, title: str | None = None, run_ids: set[str] | None = None
+) -> dict[str, Path]:
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    fr = build_frames(dirs, run_ids=run_ids)
+    fpaths = fr.write(out / "frames")
+    secs = build(fr, title or "numa-lb-study report", [Path(d) for d in dirs])
+    img = out / "report_files"
+    img.mkdir(exist_ok=True)
+    for sec in secs:
+        for it in sec.items:
+            if isinstance(it, Figure):
+                (img / f"{it.name}.png").write_bytes(it.png)
+    (out / "report.html").write_text(to_html(secs))
+    (out / "report.md").write_text(to_markdown(secs, "report_files"))
+    return {
+        "html": out / "report.html",
+        "md": out / "report.md",
+        "frame": fpaths["metrics"],
+        **{f"frame_{k}": v for k, v in fpaths.items()},
+    }
