@@ -227,7 +227,7 @@ def run(
         data = init.pack_job(job, opts)
         job_disk.write_bytes(data + bytes(-len(data) % (1 << 20)))
         results_disk = work / "results.img"
-        results_disk.write_bytes(init.blank_results(4096))
+        results_disk.write_bytes(init.blank_results(65536))
         with open(results_disk, "r+b") as f:
             f.truncate(results_mib << 20)  # sparse
         append = kernel_cmdline(extra_append)
