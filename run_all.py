@@ -184,4 +184,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print(
+            "\ninterrupted; finished runs are intact, rerun the same command to resume",
+            file=sys.stderr,
+        )
+        sys.exit(130)

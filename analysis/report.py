@@ -95,7 +95,8 @@ def cfg_label(row: Any) -> str:
         if isinstance(f, float) and not math.isnan(f)
         else f"link={row.get('link_latency')}"
     )
-    s = f"{row.get('backend')} {row.get('sockets')}x{row.get('cores_per_socket')} {lat} {row.get('mix')}"
+    shape = f"{row.get('sockets')}x{row.get('cores_per_socket')}"
+    s = f"{row.get('backend')} {shape} {lat} {row.get('mix')}"
     if "threads" in row and row.get("threads") is not None:
         s += f" t={row.get('threads')}"
     return s

@@ -40,7 +40,8 @@ EXIT = {
     "timeout": 124,
     "interrupted": 130,
 }
-GRACE_S = 60  # hard limit = backend timeout + grace
+# Hard limit = backend timeout + grace (the backend gets the chance to stop itself).
+GRACE_S = float(os.environ.get("NUMA_LB_TIMEOUT_GRACE_S", "60"))
 # Test hook: "module:function" replacing the backend runner (tests/unit only).
 RUNNER_ENV = "NUMA_LB_TEST_RUNNER"
 
@@ -110,20 +111,27 @@ def _child(backend: str, rec: dict[str, Any], run_dir: str, timeout_s: float) ->
     os._exit(0)
 
 
-def _kill_group(pid: int, log: Any) -> None:
+def _kill_group(proc: Any, log: Any) -> None:
+    """Stop the backend child and everything in its process group.
+
+    SIGTERM first (QEMU/gem5 exit cleanly and flush logs), SIGKILL after 10 s;
+    grandchildren left in the group (a daemonised helper) get SIGKILL at the end.
+    """
+    pgid = proc.pid
     for sig, wait in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
+        if not proc.is_alive():
+            break
         try:
-            os.killpg(pid, sig)
+            os.killpg(pgid, sig)
         except ProcessLookupError:
-            return
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < wait:
-            try:
-                os.killpg(pid, 0)
-            except ProcessLookupError:
-                return
-            time.sleep(0.1)
-        log(f"process group {pid} still alive after {sig.name}")
+            break
+        proc.join(wait)  # reaps the child; a zombie would still answer killpg(0)
+        if proc.is_alive():
+            log(f"backend process {pgid} still alive after {sig.name}")
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def run_one(run_dir: Path, executor: str = "local") -> int:
@@ -219,17 +227,17 @@ def _run_locked(rd: RunDir, executor: str) -> int:
         while proc.is_alive():
             if stop:
                 log(f"signal {signal.Signals(stop[0]).name}: killing the backend")
-                _kill_group(proc.pid, log)
+                _kill_group(proc, log)
                 verdict, error = State.INTERRUPTED, f"interrupted by {signal.Signals(stop[0]).name}"
                 break
             if time.monotonic() > deadline:
                 log("hard time limit reached: killing the backend")
-                _kill_group(proc.pid, log)
+                _kill_group(proc, log)
                 verdict, error = State.TIMEOUT, f"hard time limit {timeout_s + GRACE_S:.0f} s"
                 break
             proc.join(0.25)
         proc.join(5)
-        _kill_group(proc.pid, log)  # stragglers (e.g. a daemonised QEMU)
+        _kill_group(proc, log)  # stragglers (e.g. a daemonised QEMU)
     finally:
         for s, h in old.items():
             signal.signal(s, h)
