@@ -26,8 +26,6 @@ No job field ever reaches a shell: everything is argv lists and files.
 from __future__ import annotations
 
 import argparse
-import importlib.machinery
-import importlib.util
 import json
 import re
 import shutil
@@ -38,32 +36,19 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "kernel-patches"))
 sys.path.insert(0, str(ROOT / "workloads"))
+sys.path.insert(0, str(HERE))
+from guest_io import init  # noqa: E402 - numa-lb-init: the job/results formats
 from qemu_check import SPLAT, Topology  # noqa: E402 - sibling tool, not a package
 
-INIT_FILE = HERE / "init" / "numa-lb-init"
 INIT_PATH = "/opt/numa-lb/sbin/numa-lb-init"
 STATUSES = ("ok", "guest-error", "timeout", "crash")
 BOOT_MARGIN_S = 300.0  # boot + hand back under TCG, on top of the guest watchdog
-
-
-def load_init() -> ModuleType:
-    """numa-lb-init as a module: one definition of the job and results tar formats."""
-    loader = importlib.machinery.SourceFileLoader("numa_lb_init", str(INIT_FILE))
-    spec = importlib.util.spec_from_loader("numa_lb_init", loader)
-    assert spec is not None
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
-    return mod
-
-
-init = load_init()
 
 
 @dataclass

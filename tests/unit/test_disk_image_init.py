@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT / "disk-image"))
 sys.path.insert(0, str(ROOT / "workloads"))
 
 import build_image  # noqa: E402
+import guest_io  # noqa: E402
 import parsec_catalog  # noqa: E402
 import qemu_boot  # noqa: E402
 
@@ -202,6 +203,37 @@ def test_gem5_path_readfile_work_items_writefile_exit(
     st = json.loads((d / "out" / "guest.status.json").read_text())
     assert st["backend"] == "gem5" and st["status"] == "ok"
     assert records({"results.jsonl": (d / "out" / "guest.results.jsonl").read_bytes()})
+    # the gem5 backend's side: m5out/guest.<name> -> <dest>/<name>
+    got = guest_io.collect_gem5(d / "out", tmp_path / "guest", prefix="guest.")
+    assert got == st
+    assert (tmp_path / "guest" / "results.jsonl").is_file()
+    assert (tmp_path / "guest" / "init.log").is_file()
+    (d / "out" / "guest.status.json").unlink()  # an interrupted hand back
+    assert guest_io.collect_gem5(d / "out", tmp_path / "g2", prefix="guest.") is None
+
+
+def test_guest_io_cli_packs_jobs_and_reads_results_disks(tmp_path: Path) -> None:
+    job = {"run_id": "cli", "programs": SMALL_MIX}
+    (tmp_path / "job.json").write_text(json.dumps(job))
+    tool = str(ROOT / "disk-image" / "guest_io.py")
+    subprocess.run(
+        [sys.executable, tool, "pack-job", str(tmp_path / "job.json"), str(tmp_path / "j.tar"),
+         "--init-option", "watchdog_s=12", "--init-option", "dry_run=true"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    assert init.unpack_job((tmp_path / "j.tar").read_bytes()) == (
+        job, {"watchdog_s": 12, "dry_run": True}
+    )  # fmt: skip
+    disk = tmp_path / "res.img"
+    disk.write_bytes(init.blank_results(1 << 16))
+    r = subprocess.run([sys.executable, tool, "read-results", str(disk), str(tmp_path / "o")],
+                       capture_output=True, text=True)  # fmt: skip
+    assert r.returncode == 1 and "no complete result set" in r.stdout
+    disk.write_bytes(init.pack_results({"results.jsonl": b"{}\n"}, {"status": "ok"}))
+    r = subprocess.run([sys.executable, tool, "read-results", str(disk), str(tmp_path / "o")],
+                       capture_output=True, text=True)  # fmt: skip
+    assert r.returncode == 0 and json.loads(r.stdout)["status"] == "ok"
+    assert (tmp_path / "o" / "results.jsonl").read_bytes() == b"{}\n"
 
 
 def test_parsec_command_lines_are_the_catalogs(prefix: Path, tmp_path: Path) -> None:
