@@ -23,6 +23,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -161,6 +162,7 @@ def load_qemu_boot() -> ModuleType:
     if spec is None or spec.loader is None:
         raise pv.PrerequisiteError(f"cannot load {QEMU_BOOT}")
     mod = importlib.util.module_from_spec(spec)
+    sys.modules["qemu_boot"] = mod  # dataclasses look their module up while executing it
     spec.loader.exec_module(mod)
     return mod
 

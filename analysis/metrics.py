@@ -37,8 +37,11 @@ cross_node_migrations_sampled  task moves between nodes seen between samples (a
 lb_<counter>         delta of the patch's /proc/sched_numa_lb_stats counter (e.g.
                      lb_migrated: tasks moved across nodes by the balancer's
                      selection), summed over policies' rows.
-page_faults          mix: /proc/vmstat pgfault delta; program: minflt + majflt.
-major_faults         mix: pgmajfault delta; program: majflt.
+page_faults          mix: /proc/vmstat pgfault delta (whole guest); when the kernel has
+                     no VM event counters (pgfault absent), the sum of the programs'
+                     values. program: rusage minflt + majflt of the program (children
+                     included).
+major_faults         mix: pgmajfault delta (same fallback); program: majflt.
 page_migrations      /proc/vmstat pgmigrate_success delta (numa_pages_migrated
                      when pgmigrate_success is absent).
 numa_factor_measured remote/local latency from a ptrchase --sweep program in the
@@ -111,10 +114,16 @@ def guest_metrics(g: GuestResults, mix: str) -> list[Row]:
     if (v := _f(end.get("elapsed_s"))) is not None:
         rows.append(("mix", mix, "elapsed_s", v))
     vm = end.get("vmstat_delta") or {}
-    if (v := _f(vm.get("pgfault"))) is not None:
-        rows.append(("mix", mix, "page_faults", v))
-    if (v := _f(vm.get("pgmajfault"))) is not None:
-        rows.append(("mix", mix, "major_faults", v))
+    pf, mf = _f(vm.get("pgfault")), _f(vm.get("pgmajfault"))
+    if pf is None and g.programs:  # kernel without VM event counters: the programs' own
+        ru = [p.get("rusage") or {} for p in g.programs]
+        if all(_f(r.get("minflt")) is not None and _f(r.get("majflt")) is not None for r in ru):
+            pf = sum(r["minflt"] + r["majflt"] for r in ru)
+            mf = sum(r["majflt"] for r in ru)
+    if pf is not None:
+        rows.append(("mix", mix, "page_faults", float(pf)))
+    if mf is not None:
+        rows.append(("mix", mix, "major_faults", float(mf)))
     pm = _f(vm.get("pgmigrate_success"))
     if pm is None:
         pm = _f(vm.get("numa_pages_migrated"))
@@ -122,7 +131,7 @@ def guest_metrics(g: GuestResults, mix: str) -> list[Row]:
         rows.append(("mix", mix, "page_migrations", pm))
     lb = end.get("sched_numa_lb_stats") or {}
     if lb.get("status") == "present":
-        for k, v in _sum_counters(lb.get("delta")).items():
+        for k, v in lb_counters(lb).items():
             rows.append(("mix", mix, f"lb_{k}", v))
     if g.programs:
         rows.append(
@@ -175,6 +184,31 @@ def guest_metrics(g: GuestResults, mix: str) -> list[Row]:
     if rr is not None:
         rows.append(("mix", mix, "remote_ratio_guest", rr))
     return rows
+
+
+def lb_counters(lb: dict[str, Any]) -> dict[str, float]:
+    """The patch's counters (delta over the run) summed over the policies' rows.
+
+    The file is a header line ``policy attempts visited ...`` and one row per
+    policy; the runner parses the rows into lists, so the field names come from
+    the header of the raw text. Other layouts (``key value`` lines, dicts) are
+    summed by key.
+    """
+    delta = lb.get("delta")
+    header: list[str] = []
+    for line in str(lb.get("after_raw") or lb.get("before_raw") or "").splitlines():
+        toks = line.split()
+        if toks and toks[0] == "policy":
+            header = toks[1:]
+            break
+    if isinstance(delta, dict) and header and all(isinstance(v, list) for v in delta.values()):
+        out: dict[str, float] = {}
+        for row in delta.values():
+            for name, v in zip(header, row, strict=False):
+                if (f := _f(v)) is not None:
+                    out[name] = out.get(name, 0.0) + f
+        return out
+    return _sum_counters(delta)
 
 
 def _sum_counters(delta: Any) -> dict[str, float]:
