@@ -14,23 +14,16 @@ import hashlib
 import json
 import os
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
+import qemu_boot
+from checks import TOPO, check_result_set, load_records
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "disk-image"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import build_image  # noqa: E402
-import qemu_boot  # noqa: E402
-from checks import check_result_set  # noqa: E402
-from qemu_check import Topology  # noqa: E402
 
 pytestmark = pytest.mark.qemu
 FIXTURE = ROOT / "tests" / "fixtures" / "qemu-run"
-TOPO = Topology(nodes=4, cpus_per_node=2, mem_per_node_mib=256, remote_distance=16)
 JOB = {
     "run_id": "image-tier-excl",
     "policy": "excl",
@@ -46,17 +39,6 @@ JOB = {
 }  # fmt: skip
 
 
-def _prerequisites() -> str | None:
-    if not shutil.which("qemu-system-x86_64") or not shutil.which("qemu-img"):
-        return "qemu-system-x86_64/qemu-img missing (run .ci/setup)"
-    if not (build_image.rootfs_dir() / "rootfs.json").exists():
-        if os.geteuid() != 0:
-            return "the debootstrap tree is not cached and building it needs root"
-        if not shutil.which("debootstrap"):
-            return "debootstrap missing (apt-get install debootstrap)"
-    return None
-
-
 def sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -66,18 +48,9 @@ def sha256(path: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def image() -> Path:
-    why = _prerequisites()
-    if why:
-        pytest.skip(f"SKIPPED image: {why}")
-    return build_image.build()
-
-
-@pytest.fixture(scope="module")
-def guest(image: Path, tmp_path_factory: pytest.TempPathFactory) -> qemu_boot.RunResult:
-    import kbuild  # noqa: PLC0415 - kernel-patches/ is on sys.path (tests/conftest.py)
-
-    kernel = kbuild.build("release", None) / "bzImage"
+def guest(
+    kernel: Path, image: Path, tmp_path_factory: pytest.TempPathFactory
+) -> qemu_boot.RunResult:
     before = sha256(image)
     out = tmp_path_factory.mktemp("qemu-run")
     res = qemu_boot.run(kernel, image, JOB, out, TOPO, timeout=1200)
@@ -114,3 +87,56 @@ def test_work_files_are_cleaned_and_host_record_written(guest: qemu_boot.RunResu
     host = json.loads((guest.out_dir / "host.json").read_text())
     assert host["result"]["status"] == "ok" and "-enable-kvm" not in host["command"]
     assert host["slit"][0] == [10, 16, 16, 16]
+
+
+# ------------------------------------------------------------------ tools in the image
+
+TOOLS_JOB = {
+    "run_id": "image-tier-tools",
+    "policy": "mb",
+    "numa_balancing": 1,
+    "pinning": "direct",
+    "timeout_s": 300,
+    "programs": [
+        {"name": "lft", "workload": "leader_ft", "threads": 2, "args": ["--size=8M"], "node": 1},
+        {"name": "perf", "node": 3, "cmd": [
+            "perf", "stat", "-x", ",", "-e", "cpu-migrations,page-faults,task-clock",
+            "/opt/numa-lb/bin/compute_small", "--threads", "2"]},
+    ],
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def tools(
+    kernel: Path, image: Path, tmp_path_factory: pytest.TempPathFactory
+) -> qemu_boot.RunResult:
+    out = tmp_path_factory.mktemp("qemu-tools")
+    return qemu_boot.run(kernel, image, TOOLS_JOB, out, TOPO, timeout=1200)
+
+
+def test_numactl_pinning_and_numa_balancing_in_the_guest(tools: qemu_boot.RunResult) -> None:
+    assert tools.status == "ok", f"{tools.error}\n{tools.log_tail}"
+    recs = load_records(tools.out_dir)
+    assert recs[0]["numa_balancing"]["in_force"] == "1"
+    assert recs[0]["policy"]["in_force"] == "mb"
+    lft = next(r for r in recs if r["type"] == "program" and r["name"] == "lft")
+    assert lft["argv"][0].endswith("numactl") and "--cpunodebind=1" in lft["argv"]
+    assert lft["placement"]["cpu_node"] == 1
+    # every thread ran on node 1 and the data was first touched there
+    res = lft["result"]
+    assert {t["node_end"] for t in res["thread_records"]} == {1}, res["thread_records"]
+    assert res["placement_init"]["shared"]["nodes"] == {
+        "1": res["placement_init"]["shared"]["pages"]
+    }
+
+
+def test_perf_software_events_work_in_the_guest(tools: qemu_boot.RunResult) -> None:
+    assert tools.status == "ok", f"{tools.error}\n{tools.log_tail}"
+    err = (tools.out_dir / "prog-01-perf.err").read_text()
+    counts = {}
+    for line in err.splitlines():
+        f = line.split(",")
+        if len(f) > 2 and f[2] in ("cpu-migrations", "page-faults", "task-clock"):
+            counts[f[2]] = float(f[0])
+    assert set(counts) == {"cpu-migrations", "page-faults", "task-clock"}, err
+    assert counts["page-faults"] > 0 and counts["task-clock"] > 0 and counts["cpu-migrations"] >= 0
