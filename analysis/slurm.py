@@ -24,6 +24,7 @@ paths are passed through shlex.quote, and run directories come from a file.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import subprocess
@@ -38,7 +39,9 @@ from .matrix import Resources
 from .rundir import FINAL, RunDir, State, now_iso
 
 ROOT = Path(__file__).resolve().parent.parent
-SLURM_MARGIN_S = 300  # Slurm's limit = run time limit + this (the worker stops first)
+# Slurm's limit = run time limit + this, so the worker's own limit fires first
+# (tests lower it to see Slurm's TIMEOUT mapped back).
+SLURM_MARGIN_S = int(os.environ.get("NUMA_LB_SLURM_MARGIN_S", "300"))
 
 PENDING_STATES = {
     "PENDING",

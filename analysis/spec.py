@@ -477,7 +477,7 @@ def _catalog_programs(where: str, m: dict[str, Any]) -> list[dict[str, Any]]:
         progs = [p for p in parsec_catalog.PROGRAMS if p.in_gem5_image]
     else:
         progs = list(parsec_catalog.PROGRAMS)
-    return [{"name": p.name, "parsec": p.package, "input": inp} for p in progs]
+    return [{"name": p.package, "parsec": p.package, "input": inp} for p in progs]
 
 
 def _validate_axes(axes: Any, mixes: dict[str, Any]) -> dict[str, list[Any]]:

@@ -1,0 +1,274 @@
+"""Driver + worker + local executor end to end, with a host backend.
+
+The backend here is ``host_runner``: the real guest mix runner
+(workloads/mixrunner.py) executed on this machine with a scratch sysctl
+directory, wired in through the worker's NUMA_LB_TEST_RUNNER hook; kernel and
+image are replaced by fixed ids. Everything else (spec, run ids, run
+directories, worker processes, signals, status.json) is the production path.
+The same paths with real QEMU runs are in tests/sweep/.
+FAKE_MODE=crash|hang makes the excl runs crash or hang.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from analysis import backends as bk
+from analysis import sweep
+from analysis.backends import Outcome
+from analysis.point import Provenance
+from analysis.provenance import PrerequisiteError
+from analysis.rundir import RunDir
+from analysis.spec import load_spec
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+
+
+def host_runner(rec: dict[str, Any], run_dir: Path, timeout_s: float) -> Outcome:
+    mode = os.environ.get("FAKE_MODE", "ok")
+    if rec["point"]["policy"] == "excl":
+        if mode == "crash":
+            print("simulated backend crash: segfault in the emulator", flush=True)
+            return Outcome(exit_code=139, error="backend exited with 139")
+        if mode == "hang":
+            time.sleep(3600)
+    sysroot = Path(run_dir) / "scratch-sys"
+    (sysroot / "kernel").mkdir(parents=True, exist_ok=True)
+    (sysroot / "kernel" / "numa_balancing").write_text("0\n")
+    (sysroot / "kernel" / "sched_numa_lb_policy").write_text("default\n")
+    r = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "workloads" / "mixrunner.py"),
+            str(Path(run_dir) / "job.json"),
+            "--outdir",
+            str(Path(run_dir) / "guest"),
+            "--sysctl-root",
+            str(sysroot),
+        ],
+        timeout=timeout_s,
+        check=False,
+    )
+    return Outcome(exit_code=r.returncode, error=None if r.returncode == 0 else "mixrunner failed")
+
+
+@pytest.fixture
+def host_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    if not (ROOT / "workloads" / "build" / "leader_ft").exists():
+        subprocess.run(["make", "-C", str(ROOT / "workloads"), "-s"], check=True)
+    monkeypatch.setenv("NUMA_LB_TEST_RUNNER", "test_sweep_local:host_runner")
+    monkeypatch.setenv("PYTHONPATH", f"{HERE}:{ROOT}")
+    monkeypatch.setenv("NUMA_LB_TIMEOUT_GRACE_S", "1")
+    monkeypatch.delenv("FAKE_MODE", raising=False)
+
+    def prepare(backend: str, variant: str, build: bool, gem5_flag: str | None) -> bk.Artifacts:
+        prov = Provenance(backend, "kernel-test", "image-test", {"configs": "t"}, "host runner")
+        return bk.Artifacts(prov, {"kernel": "/nonexistent/bzImage", "image": "/nonexistent/img"})
+
+    monkeypatch.setattr(bk, "prepare", prepare)
+
+
+def run(out: Path, *overrides: str, **opts: Any) -> tuple[int, str]:
+    spec = load_spec(preset="quick", overrides=list(overrides))
+    buf = io.StringIO()
+    code = sweep.run_sweep(spec, sweep.Options(out=out, jobs=2, stream=buf, **opts))
+    return code, buf.getvalue()
+
+
+def states(out: Path) -> dict[str, str]:
+    res = {}
+    for sp in sorted((out / "runs").glob("*/spec.json")):
+        label = json.loads(sp.read_text())["label"]
+        res[label] = RunDir(sp.parent).state().value
+    return res
+
+
+def histories(out: Path) -> dict[str, list[str]]:
+    return {
+        p.parent.name: [h["state"] for h in json.loads(p.read_text())["history"]]
+        for p in (out / "runs").glob("*/status.json")
+    }
+
+
+def test_sweep_runs_skips_done_and_reports(tmp_path: Path, host_backend: None) -> None:
+    out = tmp_path / "s"
+    code, text = run(out, "sweep.repeats=2")
+    assert code == 0, text
+    assert text.splitlines()[0].startswith("backend: qemu")
+    assert set(states(out).values()) == {"done"} and len(states(out)) == 4
+    assert (out / "report.html").exists() and (out / "report.md").exists()
+    assert (out / "frames" / "metrics.parquet").exists()
+    st = json.loads(next((out / "runs").glob("*/status.json")).read_text())
+    for k in ("started_at", "finished_at", "duration_s", "host", "pid", "exit_code", "executor"):
+        assert k in st
+    spec = json.loads(next((out / "runs").glob("*/spec.json")).read_text())
+    assert spec["point"]["backend"] == "qemu" and "NOT architectural" in spec["caveat"]
+    before = histories(out)
+    code, text = run(out, "sweep.repeats=2")
+    assert code == 0 and "to run: 0; skipped: 4 done" in text
+    assert histories(out) == before  # nothing rerun, nothing rewritten
+
+
+def test_crash_is_recorded_and_does_not_stop_the_sweep(
+    tmp_path: Path, host_backend: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_MODE", "crash")
+    out = tmp_path / "s"
+    code, text = run(out, "axes.threads=2,3")
+    assert code == 1
+    st = states(out)
+    assert sorted(st.values()) == ["done", "done", "failed", "failed"]
+    failed = [
+        json.loads(p.read_text())
+        for p in (out / "runs").glob("*/status.json")
+        if json.loads(p.read_text())["state"] == "failed"
+    ]
+    for f in failed:
+        assert f["exit_code"] == 139
+        assert "segfault in the emulator" in f["log_tail"]
+    # without --rerun-failed nothing runs; with it only the failed ones, attempts kept
+    code, text = run(out, "axes.threads=2,3")
+    assert "skipped: 2 done, 2 failed" in text and "--rerun-failed" in text
+    monkeypatch.setenv("FAKE_MODE", "ok")
+    before = histories(out)
+    code, text = run(out, "axes.threads=2,3", rerun_failed=True)
+    assert code == 0 and "to run: 2" in text
+    assert set(states(out).values()) == {"done"}
+    after = histories(out)
+    for k, h in after.items():
+        if before[k][-1] == "done":
+            assert h == before[k]
+        else:
+            assert h[-3:] == ["pending", "running", "done"]
+            assert (out / "runs" / k / "attempts" / "1" / "logs" / "backend.log").exists()
+
+
+def test_timeout_is_recorded(
+    tmp_path: Path, host_backend: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_MODE", "hang")
+    out = tmp_path / "s"
+    t0 = time.monotonic()
+    code, text = run(out, 'resources.time_limit="2s"')
+    assert time.monotonic() - t0 < 40
+    assert code == 1
+    assert sorted(states(out).values()) == ["done", "timeout"]
+    st = [json.loads(p.read_text()) for p in (out / "runs").glob("*/status.json")]
+    to = next(s for s in st if s["state"] == "timeout")
+    assert "time limit" in to["error"] and "log_tail" in to
+
+
+def test_ctrl_c_keeps_finished_runs_and_resumes(
+    tmp_path: Path, host_backend: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_MODE", "hang")
+    out = tmp_path / "s"
+    spec = load_spec(preset="quick", overrides=["axes.threads=2,3"])
+    buf = io.StringIO()
+
+    def interrupt() -> None:  # Ctrl-C once both excl runs hang
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if sum(1 for v in _safe_states(out).values() if v == "done") >= 1 and any(
+                v == "running" for v in _safe_states(out).values()
+            ):
+                break
+            time.sleep(0.2)
+        time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    th = threading.Thread(target=interrupt)
+    th.start()
+    code = sweep.run_sweep(spec, sweep.Options(out=out, jobs=1, stream=buf))
+    th.join()
+    assert code == 130, buf.getvalue()
+    st = states(out)
+    assert "interrupted" in st.values() and "done" in st.values()
+    assert "pending" in st.values()  # never started
+    done_before = {k: v for k, v in histories(out).items() if v[-1] == "done"}
+    interrupted = [
+        json.loads(p.read_text())
+        for p in (out / "runs").glob("*/status.json")
+        if json.loads(p.read_text())["state"] == "interrupted"
+    ]
+    assert interrupted and "SIGTERM" in interrupted[0]["error"]
+    assert not _children_alive()
+    monkeypatch.setenv("FAKE_MODE", "ok")
+    code, text = run(out, "axes.threads=2,3")
+    assert code == 0, text
+    assert set(states(out).values()) == {"done"}
+    after = histories(out)
+    for k, h in done_before.items():
+        assert after[k] == h  # finished runs were not repeated
+
+
+def _safe_states(out: Path) -> dict[str, str]:
+    try:
+        return states(out)
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def _children_alive() -> bool:
+    """Any process of ours still sleeping in host_runner (hang mode)?"""
+    r = subprocess.run(["pgrep", "-f", "run_all.py worker"], capture_output=True, text=True)
+    return bool(r.stdout.strip()) and any(
+        str(os.getpid()) in Path(f"/proc/{pid}/stat").read_text().split()[3:4]
+        for pid in r.stdout.split()
+        if Path(f"/proc/{pid}/stat").exists()
+    )
+
+
+def test_full_disk_stops_before_starting(tmp_path: Path, host_backend: None) -> None:
+    out = tmp_path / "s"
+    code, text = run(out, 'resources.min_free_disk="1000000GiB"')
+    assert code == 3
+    assert "missing prerequisite: disk:" in text and "min_free_disk" in text
+    assert not (out / "runs").exists()
+
+
+def test_missing_gem5_is_a_clear_early_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GEM5", raising=False)
+    spec = load_spec(preset="quick", overrides=["sweep.backend=gem5"])
+    buf = io.StringIO()
+    code = sweep.run_sweep(spec, sweep.Options(out=tmp_path / "s", stream=buf))
+    assert code == 3
+    assert buf.getvalue().splitlines()[0].startswith("backend: gem5")
+    assert "set GEM5=/path/to/gem5.opt or pass --gem5" in buf.getvalue()
+    with pytest.raises(PrerequisiteError, match="not an executable"):
+        bk.prepare("gem5", "release", False, str(tmp_path / "no-gem5"))
+
+
+def test_dry_run_creates_nothing(tmp_path: Path, host_backend: None) -> None:
+    out = tmp_path / "s"
+    code, text = run(out, "sweep.repeats=3", dry_run=True)
+    assert code == 0 and "to run: 6" in text and text.count("default 4x2") == 3
+    assert not out.exists()
+
+
+def test_worker_refuses_done_and_locked_runs(tmp_path: Path, host_backend: None) -> None:
+    out = tmp_path / "s"
+    assert run(out)[0] == 0
+    rd = RunDir(next((out / "runs").iterdir()))
+    before = rd.status_file.read_text()
+    cmd = [sys.executable, str(ROOT / "run_all.py"), "worker", str(rd.path)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0 and "never rerun" in r.stderr
+    assert rd.status_file.read_text() == before
+    with rd.lock():
+        r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 75 and "another worker" in r.stderr

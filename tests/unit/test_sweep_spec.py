@@ -1,0 +1,173 @@
+"""Sweep spec: presets, overrides, validation messages, matrix expansion, guest jobs."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "workloads"))
+
+import mixrunner  # noqa: E402
+
+from analysis.matrix import guest_job, points, resources_for  # noqa: E402
+from analysis.spec import (  # noqa: E402
+    POLICIES,
+    SpecError,
+    load_spec,
+    parse_bytes,
+    parse_duration,
+    parse_override,
+    preset_names,
+    validate,
+)
+
+
+def test_presets_shipped_and_valid() -> None:
+    assert {"quick", "paper", "sensitivity"} <= set(preset_names())
+    for name in preset_names():
+        spec = load_spec(preset=name)
+        assert spec.name == name
+        assert points(spec, "qemu")
+
+
+def test_quick_is_tiny_qemu_two_policies_one_mix_one_repeat() -> None:
+    s = load_spec(preset="quick")
+    assert s.backend == "qemu"
+    assert len(s.axes["policy"]) == 2 and len(s.axes["mix"]) == 1 and s.repeats == 1
+    assert len(points(s, "qemu")) == 2
+    assert s.resources["time_limit_s"] <= 15 * 60
+
+
+def test_paper_preset_matches_the_paper_setup() -> None:
+    s = load_spec(preset="paper")
+    assert s.axes["policy"] == list(POLICIES)  # seven policies + autonuma
+    assert s.axes["numa_factor"] == [1.6]
+    assert s.axes["sockets"] == [4] and s.axes["cores_per_socket"] == [8]
+    assert s.axes["threads"] == [1, 2, 4, 8, 16, 32]
+    progs = s.mixes[s.axes["mix"][0]]
+    assert all("parsec" in p for p in progs)
+    assert len(points(s, "gem5")) == 8 * 6 * s.repeats
+
+
+def test_sensitivity_varies_factor_and_cores() -> None:
+    s = load_spec(preset="sensitivity")
+    assert min(s.axes["numa_factor"]) == 1.2 and max(s.axes["numa_factor"]) == 3.0
+    assert min(s.axes["cores_per_socket"]) == 1 and max(s.axes["cores_per_socket"]) == 8
+
+
+@pytest.mark.parametrize(
+    "override, field, allowed",
+    [
+        (
+            "axes.policy=default,first_fit",
+            "axes.policy[1]",
+            "default, tm, mb, bce, mbplus, excl_base, excl, autonuma",
+        ),
+        ("sweep.backend=kvm", "sweep.backend", "auto, qemu, gem5"),
+        ("axes.sockets=9", "axes.sockets[0]", "integers 1..8"),
+        ("axes.cores_per_socket=0", "axes.cores_per_socket[0]", "integers 1..16"),
+        ("axes.numa_factor=1.0", "axes.numa_factor[0]", "(1.0, 10.0]"),
+        ("axes.polcy=default", "axes.polcy", "policy, numa_factor"),
+        ("axes.mix=nope", "axes.mix[0]", "tiny"),
+        ("job.pinning=everywhere", "job.pinning", "free, direct, interleave, crossed"),
+        ("cpu.roi=atomic", "cpu.roi", "timing, o3"),
+        ("sweep.kernel_variant=fast", "sweep.kernel_variant", "release, debug"),
+        ("machine.inter_socket=mesh", "machine.inter_socket", "full, ring"),
+        ('resources.time_limit="soon"', "resources.time_limit", "30m"),
+        ('resources.slurm_extra=["--x=1; rm -rf /"]', "resources.slurm_extra[0]", "--name=value"),
+        ("bogus.key=1", "bogus", "axes"),
+    ],
+)
+def test_validation_names_field_and_allowed_values(override: str, field: str, allowed: str) -> None:
+    with pytest.raises(SpecError) as ei:
+        load_spec(preset="quick", overrides=[override])
+    assert ei.value.field == field
+    assert allowed in str(ei.value)
+
+
+def test_topology_errors_name_the_axis_combination() -> None:
+    with pytest.raises(SpecError) as ei:
+        load_spec(preset="quick", overrides=['machine.mem_per_node="100MiB"'])
+    assert "sockets=4, cores_per_socket=2, numa_factor=1.6" in ei.value.field
+    assert "mem_per_node" in str(ei.value)
+
+
+def test_mix_errors_come_from_the_guest_validator() -> None:
+    doc = {"mixes": {"m": {"programs": [{"name": "a", "workload": "no_such_workload"}]}}}
+    with pytest.raises(SpecError) as ei:
+        validate(doc)
+    assert ei.value.field == "mixes.m.programs"
+    assert "unknown workload" in str(ei.value)
+
+
+def test_paper_catalog_requires_naming_the_excluded_program() -> None:
+    with pytest.raises(SpecError) as ei:
+        validate({"mixes": {"p": {"catalog": "paper"}}})
+    assert ei.value.field == "mixes.p.exclude"
+    assert "parsec.canneal" in str(ei.value)
+    s = validate({"mixes": {"p": {"catalog": "paper", "exclude": "parsec.vips"}}})
+    assert len(s.mixes["p"]) == 29
+
+
+def test_numa_factor_and_link_latency_are_exclusive() -> None:
+    with pytest.raises(SpecError) as ei:
+        load_spec(preset="quick", overrides=['axes.link_latency="20ns"'])
+    assert ei.value.field == "axes.link_latency"
+    s = load_spec(preset="quick", overrides=["axes.numa_factor=[]", 'axes.link_latency="20ns"'])
+    p = points(s, "qemu")[0]
+    assert p.numa_factor is None and p.link_latency == "20ns"
+
+
+def test_overrides_parse_toml_values_and_comma_lists() -> None:
+    assert parse_override("sweep.repeats=3") == (["sweep", "repeats"], 3)
+    assert parse_override("axes.policy=default,excl") == (["axes", "policy"], ["default", "excl"])
+    assert parse_override("axes.numa_factor=[1.2, 2.0]") == (["axes", "numa_factor"], [1.2, 2.0])
+    assert parse_override('gem5.args=["--a", "b c"]') == (["gem5", "args"], ["--a", "b c"])
+    s = load_spec(preset="quick", overrides=["axes.threads=1,2,4", "sweep.repeats=2"])
+    assert len(points(s, "qemu")) == 2 * 3 * 2
+    with pytest.raises(SpecError):
+        parse_override("no_equals_sign")
+
+
+def test_units() -> None:
+    assert parse_bytes("2GiB", "x") == 2 << 30
+    assert parse_bytes("1536MiB", "x") == 1536 << 20
+    assert parse_duration("1h30m", "x") == 5400
+    assert parse_duration("01:30:00", "x") == 5400
+    assert parse_duration("1-00:00:00", "x") == 86400
+    assert parse_duration(90, "x") == 90
+    for bad in ("0", "-5m", "1h 30", "", "x"):
+        with pytest.raises(SpecError):
+            parse_duration(bad, "x")
+
+
+def test_expansion_order_repeat_outermost_policy_innermost() -> None:
+    s = load_spec(preset="quick", overrides=["axes.threads=2,4", "sweep.repeats=2"])
+    pts = points(s, "qemu")
+    assert [(p.repeat, p.threads, p.policy) for p in pts] == [
+        (r, t, pol) for r in (0, 1) for t in (2, 4) for pol in ("default", "excl")
+    ]
+    assert all(p.programs[0]["threads"] == p.threads for p in pts)
+
+
+def test_guest_job_is_a_valid_mixrunner_job_and_autonuma_maps() -> None:
+    s = load_spec(preset="quick", overrides=["axes.policy=default,autonuma,excl"])
+    for p in points(s, "qemu"):
+        job = guest_job(p, "rid")
+        norm = mixrunner.load_job(json.loads(json.dumps(job)))
+        if p.policy == "autonuma":
+            assert (norm["policy"], norm["numa_balancing"]) == ("default", 1)
+            assert norm["policy_requested"] == "autonuma"
+        else:
+            assert (norm["policy"], norm["numa_balancing"]) == (p.policy, 0)
+        assert norm["strict_policy"] is True
+
+
+def test_resource_overrides_match_point_fields() -> None:
+    s = load_spec(preset="paper")
+    by_t = {p.threads: resources_for(s, p) for p in points(s, "gem5") if p.repeat == 0}
+    assert by_t[32].mem_bytes == 24 << 30 and by_t[8].mem_bytes == 16 << 30
