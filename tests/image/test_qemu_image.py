@@ -3,7 +3,8 @@ QEMU guest, run a two-program mix end to end, check what comes back.
 
     python3 -m pytest -q -rs tests/image
 
-One boot for the module (TCG, about a minute on a busy 2-core host).  With
+Two boots here (the mix, then a tools run), about 12 s each under TCG on
+this 2-core host; test_qemu_status.py adds three short ones.  With
 NUMA_LB_UPDATE_FIXTURES=1 the result set is also copied to
 tests/fixtures/qemu-run/ (the analysis parsers' fixture).
 """
