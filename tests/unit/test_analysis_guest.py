@@ -1,0 +1,142 @@
+"""Guest result parser and guest-side metrics, on result files captured from real runs.
+
+Fixtures: tests/fixtures/qemu-run (a 4-node QEMU boot of our kernel, made by the
+disk-image tier), tests/fixtures/sweep-quick (the quick preset on QEMU) and
+tests/fixtures/host-mixrunner (the mix runner on this 1-node host, scratch
+sysctls). Expected values are recomputed here from the raw JSON lines, with
+plain loops, not with the code under test.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from analysis.guest import parse_results_file, parse_results_text
+from analysis.metrics import guest_metrics, lb_counters
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
+QEMU = FIX / "qemu-run" / "results.jsonl"
+SWEEP = sorted((FIX / "sweep-quick" / "runs").glob("*/guest/results.jsonl"))
+HOST = sorted((FIX / "host-mixrunner").glob("*/results.jsonl"))
+ALL = [QEMU, *SWEEP, *HOST]
+
+
+def raw(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def test_fixtures_exist() -> None:
+    assert QEMU.exists() and len(SWEEP) == 4 and len(HOST) == 2
+
+
+@pytest.mark.parametrize("path", ALL, ids=lambda p: str(p.relative_to(FIX)))
+def test_records_are_split_by_type(path: Path) -> None:
+    recs = raw(path)
+    g = parse_results_file(path)
+    assert g.complete and not g.errors
+    assert g.run == next(r for r in recs if r["type"] == "run")
+    assert g.run_end == recs[-1] and recs[-1]["type"] == "run_end"
+    assert [p["name"] for p in g.programs] == [r["name"] for r in recs if r["type"] == "program"]
+    assert len(g.thread_groups) == sum(r["type"] == "thread_group" for r in recs)
+
+
+def rows_dict(rows: list[tuple]) -> dict[tuple[str, str, str], float]:
+    d = {}
+    for et, e, m, v in rows:
+        assert (et, e, m) not in d, f"duplicate {(et, e, m)}"
+        d[(et, e, m)] = v
+    return d
+
+
+@pytest.mark.parametrize("path", ALL, ids=lambda p: str(p.relative_to(FIX)))
+def test_guest_metrics_recomputed_from_raw(path: Path) -> None:
+    recs = raw(path)
+    end = recs[-1]
+    progs = [r for r in recs if r["type"] == "program"]
+    tgs = [r for r in recs if r["type"] == "thread_group"]
+    m = rows_dict(guest_metrics(parse_results_file(path), "mix"))
+    assert m[("mix", "mix", "elapsed_s")] == end["elapsed_s"]
+    for p in progs:
+        n = p["name"]
+        assert m[("program", n, "elapsed_s")] == p["elapsed_s"]
+        assert m[("program", n, "page_faults")] == p["rusage"]["minflt"] + p["rusage"]["majflt"]
+        mine = [t for t in tgs if t["program"] == n]
+        if mine and all(t["nr_migrations"] is not None for t in mine):
+            assert m[("program", n, "task_migrations")] == sum(t["nr_migrations"] for t in mine)
+    assert m[("mix", "mix", "programs_failed")] == sum(p["exit_code"] != 0 for p in progs)
+    vm = end["vmstat_delta"]
+    if "pgfault" in vm:
+        assert m[("mix", "mix", "page_faults")] == vm["pgfault"]
+    else:  # tinyconfig guest without VM event counters: the programs' own faults
+        assert m[("mix", "mix", "page_faults")] == sum(
+            p["rusage"]["minflt"] + p["rusage"]["majflt"] for p in progs
+        )
+    if "pgmigrate_success" in vm:
+        assert m[("mix", "mix", "page_migrations")] == vm["pgmigrate_success"]
+    else:
+        assert ("mix", "mix", "page_migrations") not in m or "numa_pages_migrated" in vm
+
+
+def test_guest_remote_ratio_by_hand_on_the_qemu_run() -> None:
+    """kMLB view: share of a thread group's pages not on the node its tasks ran on."""
+    tgs = [r for r in raw(QEMU) if r["type"] == "thread_group" and r["numa_rss_last"]]
+    assert tgs, "the QEMU fixture carries numa_rss (the patched kernel)"
+    num = den = 0.0
+    for t in tgs:
+        rss = t["numa_rss_last"]
+        samples = t["node_samples"]
+        tot_rss = sum(rss.values())
+        tot_s = sum(samples.values())
+        if not tot_rss or not tot_s:
+            continue
+        remote = 0.0
+        for node, s in samples.items():
+            remote += s / tot_s * (tot_rss - rss.get(node, 0)) / tot_rss
+        num += remote * tot_s
+        den += tot_s
+    m = rows_dict(guest_metrics(parse_results_file(QEMU), "mix"))
+    assert m[("mix", "mix", "remote_ratio_guest")] == pytest.approx(num / den)
+    assert 0.0 <= num / den <= 1.0
+
+
+def test_host_run_without_numa_rss_has_no_guest_remote_ratio() -> None:
+    for p in HOST:
+        m = rows_dict(guest_metrics(parse_results_file(p), "mix"))
+        assert not any(k[2] == "remote_ratio_guest" for k in m)
+
+
+def test_patch_counters_from_the_raw_file_text() -> None:
+    for path in [QEMU, *SWEEP]:
+        lb = raw(path)[-1]["sched_numa_lb_stats"]
+        assert lb["status"] == "present"
+
+        def table(text: str) -> dict[str, dict[str, int]]:
+            lines = [x.split() for x in text.splitlines() if x.strip() and not x.startswith("#")]
+            head = lines[0][1:]
+            return {row[0]: dict(zip(head, map(int, row[1:]), strict=True)) for row in lines[1:]}
+
+        before, after = table(lb["before_raw"]), table(lb["after_raw"])
+        want = {k: sum(after[p][k] - before[p][k] for p in after) for k in after["default"]}
+        assert lb_counters(lb) == {k: float(v) for k, v in want.items()}
+        m = rows_dict(guest_metrics(parse_results_file(path), "mix"))
+        assert m[("mix", "mix", "lb_migrated")] == want["migrated"]
+
+
+def test_truncated_results_keep_earlier_records_and_report_an_error() -> None:
+    text = QEMU.read_text()
+    lines = text.splitlines(keepends=True)
+    cut = "".join(lines[:3]) + lines[3][: len(lines[3]) // 2]
+    g = parse_results_text(cut)
+    assert not g.complete
+    assert g.run is not None and len(g.programs) == 2
+    assert g.errors and "line 4: not JSON" in g.errors[0]
+    g = parse_results_text("".join(lines[:-1]))
+    assert not g.complete and "no 'run_end'" in g.errors[0]
+    g = parse_results_text("")
+    assert g.errors and g.run is None
+    # metrics of an incomplete file: what is there, no crash
+    rows = rows_dict(guest_metrics(parse_results_text("".join(lines[:-1])), "mix"))
+    assert ("mix", "mix", "elapsed_s") not in rows and ("program", "lft", "elapsed_s") in rows

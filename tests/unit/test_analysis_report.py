@@ -1,0 +1,174 @@
+"""Frames, cross-run metrics, the report and the benchmark tree, on real run trees.
+
+tests/fixtures/sweep-quick is the quick preset run on QEMU (4 runs). Views that
+need more configurations (heatmaps, Fig. 12, best/worst, paper comparison) are
+checked on a small tree cloned from it by analysis/bench.py (the benchmark's
+generator: real files, synthetic points and scaled elapsed times).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+import statistics
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis.bench import make_tree, read_all
+from analysis.frames import SPEC_COLS, build_frames, find_runs
+from analysis.metrics import METRICS, summarize, t975
+from analysis.report import write_report
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
+SWEEP = FIX / "sweep-quick"
+
+
+def elapsed(run: Path) -> float:
+    lines = (run / "guest" / "results.jsonl").read_text().splitlines()
+    return json.loads(lines[-1])["elapsed_s"]
+
+
+def test_frame_is_tidy_with_spec_columns() -> None:
+    fr = build_frames([SWEEP])
+    m = fr.metrics
+    assert len(fr.runs) == 4 and set(fr.runs["state"]) == {"done"}
+    assert fr.errors.empty
+    for c in [*SPEC_COLS, "run_id", "entity_type", "entity", "metric", "value"]:
+        assert c in m.columns
+    key = ["run_id", "entity_type", "entity", "metric"]
+    assert not m.duplicated(key).any()  # one row per run x entity x metric
+    assert set(m["metric"].astype(str)) <= set(METRICS) | {
+        f"lb_{k}"
+        for k in (
+            "attempts",
+            "visited",
+            "rejected",
+            "evaluated",
+            "taken_leader_dst",
+            "skipped_leader",
+            "skipped_leader_src",
+            "skipped_seen",
+            "select_ns",
+        )
+    }
+    for run in find_runs([SWEEP]):
+        point = json.loads((run / "spec.json").read_text())["point"]
+        rid = json.loads((run / "spec.json").read_text())["run_id"]
+        rows = m[m["run_id"] == rid]
+        for c in SPEC_COLS:
+            vals = {None if pd.isna(v) else v for v in rows[c].astype(object)}
+            assert vals == {point[c]}, c
+
+
+def test_speedup_is_paired_by_repeat() -> None:
+    fr = build_frames([SWEEP])
+    m = fr.metrics
+    by = {}
+    for run in find_runs([SWEEP]):
+        p = json.loads((run / "spec.json").read_text())["point"]
+        by[(p["policy"], p["repeat"])] = elapsed(run)
+    sp = m[(m["metric"] == "speedup") & (m["entity_type"] == "mix") & (m["policy"] == "excl")]
+    assert len(sp) == 2
+    for r in sp.itertuples():
+        assert r.value == pytest.approx(by[("default", r.repeat)] / by[("excl", r.repeat)])
+    imp = m[
+        (m["metric"] == "improvement_pct") & (m["entity_type"] == "mix") & (m["policy"] == "excl")
+    ].sort_values("repeat")
+    assert list(imp["value"]) == pytest.approx(
+        [(by[("default", r)] / by[("excl", r)] - 1) * 100 for r in (0, 1)]
+    )
+    d = m[(m["metric"] == "speedup") & (m["policy"] == "default")]
+    assert (d["value"] == 1.0).all()
+
+
+def test_summary_statistics_and_confidence_interval() -> None:
+    vals = [1.0, 2.0, 4.0, 7.0]
+    df = pd.DataFrame({"g": ["a"] * 4, "value": vals})
+    s = summarize(df, ["g"]).iloc[0]
+    sd = statistics.stdev(vals)
+    assert s["mean"] == pytest.approx(3.5) and s["std"] == pytest.approx(sd) and s["n"] == 4
+    assert s["ci95"] == pytest.approx(3.182 * sd / 2)  # t(0.975, 3) = 3.182
+    assert t975(1) == 12.706 and t975(9) == 2.262 and t975(30) == 2.042
+    assert 1.96 < t975(200) < 1.975 and t975(31) < t975(30)
+    one = summarize(df.head(1), ["g"]).iloc[0]
+    assert one["n"] == 1 and math.isnan(one["std"]) and math.isnan(one["ci95"])
+
+
+def test_broken_inputs_become_error_entries(tmp_path: Path) -> None:
+    tree = tmp_path / "t"
+    shutil.copytree(SWEEP, tree)
+    runs = sorted((tree / "runs").iterdir())
+    res = runs[0] / "guest" / "results.jsonl"
+    res.write_text(res.read_text()[:3000])  # cut mid-record
+    (runs[1] / "spec.json").write_text("{not json")
+    (runs[2] / "guest" / "results.jsonl").unlink()
+    fr = build_frames([tree])
+    assert len(fr.runs) == 4
+    errs = {
+        (Path(d).name, s): msg
+        for d, s, msg in zip(
+            fr.errors["dir"], fr.errors["source"], fr.errors["message"], strict=True
+        )
+    }
+    assert "not JSON" in errs[(runs[0].name, "guest/results.jsonl")]
+    assert "unreadable" in errs[(runs[1].name, "spec.json")]
+    assert errs[(runs[2].name, "guest/results.jsonl")] == "missing"
+    paths = write_report([tree], tmp_path / "rep")
+    assert "Input problems" in paths["md"].read_text()
+
+
+def test_report_is_self_contained_and_escaped(tmp_path: Path) -> None:
+    tree = tmp_path / "t"
+    shutil.copytree(SWEEP, tree)
+    evil_mix = "<script>alert('mix')</script>"
+    evil_prog = "lft<img src=x onerror=alert(1)>"
+    for run in (tree / "runs").iterdir():
+        spec = json.loads((run / "spec.json").read_text())
+        spec["point"]["mix"] = evil_mix
+        (run / "spec.json").write_text(json.dumps(spec))
+        res = run / "guest" / "results.jsonl"
+        res.write_text(res.read_text().replace('"lft"', json.dumps(evil_prog)))
+    paths = write_report([tree], tmp_path / "rep", title="<b>title</b>")
+    h = paths["html"].read_text()
+    assert "<script" not in h and "<img src=x" not in h and "<b>title" not in h
+    assert "&lt;script&gt;" in h and "&lt;img src=x onerror=alert(1)&gt;" in h
+    assert not re.search(r"""(src|href)\s*=\s*['"](?!data:image/png;base64,)""", h)
+    assert len(re.findall(r"src='data:image/png;base64,", h)) >= 3
+    md = paths["md"].read_text()
+    assert "NOT architectural" in md
+    for view in (
+        "Fig. 11 view",
+        "Fig. 13 view",
+        "Fig. 14 view",
+        "Best and worst",
+        "Metric definitions",
+        "Paper vs ours",
+    ):
+        assert view in md
+    back = pd.read_parquet(paths["frame"])
+    assert len(back) == len(build_frames([tree]).metrics)
+
+
+def test_views_on_a_cloned_tree_with_every_axis(tmp_path: Path) -> None:
+    src = next(iter(find_runs([SWEEP])))
+    n = 8 * 5 * 4 * 6 * 2  # policies x factors x cores x threads x 2 repeats
+    make_tree(src, n, tmp_path / "t")
+    assert read_all(tmp_path / "t") > 0
+    paths = write_report([tmp_path / "t"], tmp_path / "rep")
+    md = paths["md"].read_text()
+    assert "Fig. 12 view" in md and "| threads | mb | mbplus | excl_base | excl |" in md
+    assert "Improvement vs NUMA factor and cores per socket" in md
+    assert "Not drawn" not in md
+    assert "| f \\\\ cores/socket | 1 | 2 | 4 | 8 |" in md or "f \\ cores/socket" in md
+    assert "Fig. 13 view: counters per policy at 16 threads" in md
+    best = md.split("## Best and worst configuration per policy")[1]
+    assert best.count("| excl |") == 1 and best.count("| autonuma |") == 1
+    paper = md.split("Paper vs ours")[1].split("##")[0]
+    assert "+10.7 %" in paper and "+11.1 %" in paper and "NOT comparable" in paper
+    fr = build_frames([tmp_path / "t"])
+    assert len(fr.runs) == n
+    assert fr.runs["numa_factor"].nunique() == 5
