@@ -215,6 +215,7 @@ class SlurmExecutor:
         """Poll until every run is final; map Slurm states into status.json."""
         t0 = time.monotonic()
         last = ""
+        settle: float | None = None
         try:
             while True:
                 states = query_states(sorted({_array_id(rd) for rd in runs if _array_id(rd)}))
@@ -225,7 +226,10 @@ class SlurmExecutor:
                     self.stream.flush()
                     last = line
                 if all(rd.state() in FINAL for rd in runs):
-                    return counts
+                    # keep polling briefly so the final Slurm state lands in status.json
+                    settle = settle if settle is not None else time.monotonic()
+                    if all(_slurm_settled(rd) for rd in runs) or time.monotonic() - settle > 30:
+                        return counts
                 if timeout_s is not None and time.monotonic() - t0 > timeout_s:
                     raise SlurmError(f"runs not finished after {timeout_s:.0f} s")
                 time.sleep(poll_s)
@@ -237,6 +241,15 @@ class SlurmExecutor:
                 "collect them; nothing finished is rerun.\n"
             )
             raise
+
+
+def _slurm_settled(rd: RunDir) -> bool:
+    st = rd.status() or {}
+    sl = st.get("slurm") or {}
+    return (
+        st.get("state") == State.DONE.value
+        or sl.get("state") not in PENDING_STATES | RUNNING_STATES
+    )
 
 
 def _array_id(rd: RunDir) -> str | None:
@@ -299,7 +312,9 @@ def reconcile(runs: list[RunDir], states: dict[str, tuple[str, str | None]]) -> 
             )
         if sl_state and sl_state not in PENDING_STATES | RUNNING_STATES:
             mapped = STATE_MAP.get(sl_state, State.FAILED)
-            if ours in (State.PENDING, State.RUNNING):
+            if ours in (State.PENDING, State.RUNNING) and rd.is_locked():
+                pass  # its worker is still alive (being signalled): it records the end itself
+            elif ours in (State.PENDING, State.RUNNING):
                 if mapped is None:
                     mapped = State.FAILED
                     err = f"Slurm job {jid} COMPLETED but the worker recorded no final state"

@@ -203,8 +203,8 @@ def run_sweep(spec: Spec, opt: Options) -> int:
                 code = EXIT_PREREQ
         else:
             code = _run_slurm(spec, out, opt, plan)
-            if code == EXIT_INTERRUPTED:
-                return code
+            if code == EXIT_INTERRUPTED or not opt.wait:
+                return code  # --no-wait: submitted, nothing to report yet
     final = Counter((RunDir(r.path(out)).state() or State.PENDING).value for r in runs)
     w(f"sweep {spec.name}: {summary_line(final)}\n")
     if code == EXIT_OK and any(k != "done" for k in final):

@@ -186,13 +186,21 @@ def _run_locked(rd: RunDir, executor: str) -> int:
     slurm = {
         k: os.environ[e]
         for k, e in (
-            ("job_id", "SLURM_JOB_ID"),
+            ("raw_job_id", "SLURM_JOB_ID"),
             ("array_job_id", "SLURM_ARRAY_JOB_ID"),
             ("array_task_id", "SLURM_ARRAY_TASK_ID"),
         )
         if e in os.environ
     }
-    extra: dict[str, Any] = {"slurm": {**(st.get("slurm") or {}), **slurm}} if slurm else {}
+    if "array_job_id" in slurm and "array_task_id" in slurm:
+        # the name squeue/scontrol use for an array task, as the submitter recorded it
+        slurm["job_id"] = f"{slurm['array_job_id']}_{slurm['array_task_id']}"
+    elif "raw_job_id" in slurm:
+        slurm["job_id"] = slurm["raw_job_id"]
+    # inside a Slurm job: merge with what the submitter recorded; the job is running
+    extra: dict[str, Any] = (
+        {"slurm": {**(st.get("slurm") or {}), **slurm, "state": "RUNNING"}} if slurm else {}
+    )
     t0 = time.time()
     backend = rec["point"]["backend"]
     rd.transition(
@@ -242,6 +250,10 @@ def _run_locked(rd: RunDir, executor: str) -> int:
         for s, h in old.items():
             signal.signal(s, h)
 
+    if verdict is None and stop:
+        # The signal also reached the backend (Slurm signals the whole job), which
+        # may have died before the loop saw the flag: still an interruption.
+        verdict, error = State.INTERRUPTED, f"interrupted by {signal.Signals(stop[0]).name}"
     outcome: dict[str, Any] = {}
     if outcome_file.exists():
         outcome = json.loads(outcome_file.read_text())
