@@ -1,0 +1,231 @@
+"""Pure parts of the executors and backends: sbatch scripts, Slurm state mapping,
+gem5 command lines, boot-checkpoint keys and their lock, QEMU result mapping."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import shlex
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from analysis import backends as bk
+from analysis import provenance as pv
+from analysis.matrix import Resources, build_runs, guest_job
+from analysis.point import Provenance
+from analysis.rundir import RunDir, State
+from analysis.slurm import SlurmExecutor, reconcile, slurm_time
+from analysis.spec import load_spec
+
+PROV = Provenance(
+    "gem5", "k" * 16, "i" * 16, {"configs": "c" * 64}, "gem5 version 24.0.0.1", "g" * 64
+)
+PATHS = {"gem5": "/opt/gem5/gem5.opt", "kernel": "/k/vmlinux", "image": "/i/rootfs.img"}
+
+
+def rec_for(run: Any) -> dict[str, Any]:
+    return {
+        "run_id": run.run_id,
+        "point": run.point.to_dict(),
+        "provenance": PROV.to_dict(),
+        "paths": PATHS,
+    }
+
+
+def test_sbatch_script_quotes_paths_and_groups_by_resources(tmp_path: Path) -> None:
+    out = tmp_path / "out dir; $(touch pwned)"
+    ex = SlurmExecutor(out, "my sweep", "gpu", "proj-1", 4, ["--qos=low"])
+    spec = load_spec(preset="paper")
+    runs = build_runs(spec, "gem5", PROV)
+    rds = [(RunDir(r.path(out)), r.resources) for r in runs]
+    jobs = ex.plan(rds)
+    assert sorted(len(j.runs) for j in jobs) == [128, 256]  # threads 16/32 get more memory
+    for j in jobs:
+        s = j.script
+        assert f"#SBATCH --array=0-{len(j.runs) - 1}%4" in s
+        assert "#SBATCH --partition=gpu" in s and "#SBATCH --account=proj-1" in s
+        assert "#SBATCH --qos=low" in s and "#SBATCH --job-name=numa-lb-my_sweep" in s
+        assert f"#SBATCH --time={slurm_time(7 * 86400 + 300)}" in s
+        assert f"runs={shlex.quote(str(j.list_file))}" in s
+        assert "$(touch pwned)" not in s.replace(shlex.quote(str(j.list_file)), "")
+        assert 'worker "$run_dir" --executor slurm' in s
+        assert j.sbatch_argv[0] == "sbatch" and j.sbatch_argv[-1] == str(j.script_file)
+    assert slurm_time(59) == "0-00:00:59" and slurm_time(90061) == "1-01:01:01"
+
+
+def _run_dir(tmp_path: Path, name: str, state: State, job: str) -> RunDir:
+    rd = RunDir(tmp_path / name)
+    rd.create({"run_id": name * 64}, {})
+    rd.update(slurm={"job_id": job, "array_job_id": job.split("_")[0], "state": "PENDING"})
+    if state != State.PENDING:
+        rd.transition(State.RUNNING)
+        if state != State.RUNNING:
+            rd.transition(state)
+    return rd
+
+
+def test_reconcile_maps_terminal_slurm_states(tmp_path: Path) -> None:
+    cases = {
+        "a": (State.PENDING, "7_0", "CANCELLED", "interrupted"),
+        "b": (State.RUNNING, "7_1", "NODE_FAIL", "failed"),
+        "c": (State.RUNNING, "7_2", "OUT_OF_MEMORY", "failed"),
+        "d": (State.INTERRUPTED, "7_3", "TIMEOUT", "timeout"),
+        "e": (State.RUNNING, "7_4", "COMPLETED", "failed"),  # worker wrote nothing
+        "f": (State.DONE, "7_5", "COMPLETED", "done"),
+        "g": (State.PENDING, "7_6", "PENDING", "pending"),
+        "h": (State.RUNNING, "7_7", "RUNNING", "running"),
+        "i": (State.PENDING, "7_8", "PENDING", "pending"),
+    }
+    rds = {k: _run_dir(tmp_path, k, st, job) for k, (st, job, _, _) in cases.items()}
+    done_before = rds["f"].status_file.read_text()
+    states = {job: (sl, "0:0") for _, job, sl, _ in cases.values()}
+    del states["7_8"]  # unknown to Slurm: counted, failed after repeated misses
+    counts = reconcile(list(rds.values()), states)
+    for k, (_, _, _, want) in cases.items():
+        assert rds[k].state().value == want, k
+    assert rds["f"].status_file.read_text() == done_before
+    assert "COMPLETED but the worker recorded no final state" in rds["e"].status()["error"]
+    assert rds["d"].status()["slurm"]["state"] == "TIMEOUT"
+    assert sum(counts.values()) == len(cases)
+    for _ in range(3):
+        reconcile([rds["i"]], {})
+    assert rds["i"].state() == State.FAILED and "vanished" in rds["i"].status()["error"]
+
+
+def test_reconcile_leaves_runs_with_a_live_worker(tmp_path: Path) -> None:
+    rd = _run_dir(tmp_path, "x", State.RUNNING, "9_0")
+    with rd.lock():
+        reconcile([rd], {"9_0": ("CANCELLED", None)})
+        assert rd.state() == State.RUNNING
+    reconcile([rd], {"9_0": ("CANCELLED", None)})
+    assert rd.state() == State.INTERRUPTED
+
+
+def test_gem5_command_line_is_a_list_built_from_the_point(tmp_path: Path) -> None:
+    spec = load_spec(
+        preset="sensitivity",
+        overrides=['gem5.args=["--debug-flags", "x y"]', "machine.slit_remote_distance=16"],
+    )
+    run = build_runs(spec, "gem5", PROV)[7]
+    rd = tmp_path / "run"
+    cmd = bk.gem5_command(rec_for(run), rd)
+    assert cmd[:2] == [PATHS["gem5"], f"--outdir={rd / 'm5out'}"]
+    assert cmd[2].endswith("configs/numa_run.py")
+    p = run.point
+    want = [
+        "--sockets",
+        str(p.sockets),
+        "--cores-per-socket",
+        str(p.cores_per_socket),
+        "--numa-factor",
+        repr(p.numa_factor),
+        "--slit-remote-distance",
+        "16",
+        "--cpu-boot",
+        "atomic",
+        "--cpu-roi",
+        "timing",
+        "--kernel",
+        PATHS["kernel"],
+        "--disk-image",
+        PATHS["image"],
+        "--job",
+        str(rd / "job.json"),
+        "--seed",
+        "0",
+    ]
+    for a, b in zip(want[::2], want[1::2], strict=True):
+        assert cmd[cmd.index(a) + 1] == b
+    assert cmd[-2:] == ["--debug-flags", "x y"]  # verbatim, one argv item each
+    c2 = bk.gem5_command(rec_for(run), rd, checkpoint=Path("/ck/cpt"))
+    assert c2[c2.index("--restore-checkpoint") + 1] == "/ck/cpt"
+
+
+def test_checkpoint_key_follows_what_the_guest_saw_at_boot() -> None:
+    spec = load_spec(preset="sensitivity", overrides=["machine.slit_remote_distance=16"])
+    runs = build_runs(spec, "gem5", PROV)
+    keys: dict[tuple[Any, ...], set[str]] = {}
+    for r in runs:
+        keys.setdefault((r.point.cores_per_socket,), set()).add(bk.checkpoint_key(rec_for(r)))
+    # fixed SLIT: one checkpoint per core count, shared by factors, policies, repeats
+    assert all(len(v) == 1 for v in keys.values()) and len(keys) == 5
+    free = build_runs(load_spec(preset="sensitivity"), "gem5", PROV)
+    ks = {
+        (r.point.cores_per_socket, r.point.numa_factor): bk.checkpoint_key(rec_for(r)) for r in free
+    }
+    assert len(set(ks.values())) == 25  # SLIT follows f: one boot per (cores, f)
+
+
+def _take(rec: dict[str, Any], log_path: str, q: Any) -> None:
+    calls = []
+
+    def fake_run(cmd: list[str], **kw: Any) -> Any:
+        calls.append(cmd)
+        time.sleep(0.5)
+        ck = Path(cmd[cmd.index("--take-checkpoint") + 1])
+        ck.mkdir(parents=True)
+        return type("R", (), {"returncode": 0})()
+
+    bk.subprocess.run = fake_run  # type: ignore[assignment]
+    with open(log_path, "ab") as log:
+        d = bk.ensure_checkpoint(rec, Path(log_path).parent, log, 60)
+    q.put((str(d), len(calls)))
+
+
+def test_boot_checkpoint_is_created_once_under_a_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NUMA_LB_CACHE", str(tmp_path / "cache"))
+    run = build_runs(load_spec(preset="sensitivity"), "gem5", PROV)[0]
+    rec = rec_for(run)
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    procs = [
+        ctx.Process(target=_take, args=(rec, str(tmp_path / f"l{i}.log"), q)) for i in range(3)
+    ]
+    for p in procs:
+        p.start()
+    res = [q.get(timeout=30) for _ in procs]
+    for p in procs:
+        p.join(10)
+    assert len({d for d, _ in res}) == 1
+    assert sorted(n for _, n in res) == [0, 0, 1]  # one boot, two reuses
+    assert (Path(res[0][0]) / "DONE").exists()
+    assert Path(res[0][0]).parent == pv.cache_root() / "checkpoints"
+
+
+@pytest.mark.parametrize(
+    "status, exit_code, want",
+    [
+        ("ok", 0, (0, False, None)),
+        ("guest-error", 1, (1, False, "boom")),
+        ("timeout", None, (1, True, "boom")),
+        ("crash", None, (1, False, "boom")),
+    ],
+)
+def test_qemu_result_mapping(status: str, exit_code: int | None, want: tuple[Any, ...]) -> None:
+    qb = bk.load_qemu_boot()
+    res = qb.RunResult(
+        status=status,
+        exit_code=exit_code,
+        qemu_returncode=0,
+        seconds=1.0,
+        out_dir=Path("/x"),
+        error=None if status == "ok" else "boom",
+    )
+    o = bk.outcome_from_qemu(res)
+    assert (o.exit_code, o.timed_out, o.error) == want
+    json.dumps(o.to_dict())
+
+
+def test_guest_job_carries_the_run_id() -> None:
+    run = build_runs(load_spec(preset="quick"), "qemu", PROV)[0]
+    assert guest_job(run.point, run.run_id)["run_id"] == run.run_id
+
+
+def test_resources_dataclass_roundtrip() -> None:
+    r = Resources(2, 1 << 30, 600)
+    assert r.to_dict() == {"cpus": 2, "mem_bytes": 1 << 30, "time_limit_s": 600}
