@@ -103,7 +103,9 @@ def announce(backend: str, art: Artifacts | None) -> str:
 
 
 # ----------------------------------------------------------------- prerequisites
-def prepare(backend: str, spec_variant: str, build: bool, gem5_flag: str | None) -> Artifacts:
+def prepare(
+    backend: str, spec_variant: str, build: bool, gem5_flag: str | None, require: bool = True
+) -> Artifacts:
     """Find (and with build=True, build) the kernel and image; hash what matters.
 
     Raises PrerequisiteError with a message saying what is missing and how to
@@ -139,11 +141,11 @@ def prepare(backend: str, spec_variant: str, build: bool, gem5_flag: str | None)
         raise ValueError(backend)
 
     art = pv.kernel_artifacts(spec_variant, build)
-    kid = pv.kernel_build_id(art, need_built=build)
+    kid = pv.kernel_build_id(art, need_built=require)
     paths["kernel_dir"] = str(art)
     paths["kernel"] = str(art / ("bzImage" if backend == "qemu" else "vmlinux"))
-    img = pv.image_path(build)
-    iid = pv.image_id(img, need_built=build)
+    img = pv.image_path(build, need_built=require)
+    iid = pv.image_id(img, need_built=require)
     paths["image"] = str(img)
     prov = Provenance(
         backend=backend,

@@ -120,7 +120,9 @@ def kernel_build_id(art: Path, need_built: bool) -> str:
 
 
 # --------------------------------------------------------------------- image
-def image_path(build: bool) -> Path:
+def image_path(build: bool, need_built: bool = True) -> Path:
+    """The image (disk-image/build_image.py build|path). Unbuilt and not needed
+    (a dry run): a placeholder named after the image key (`build_image.py key`)."""
     tool = ROOT / "disk-image" / "build_image.py"
     if not tool.exists():
         raise PrerequisiteError(
@@ -129,9 +131,17 @@ def image_path(build: bool) -> Path:
         )
     cmd = [sys.executable, str(tool), "build" if build else "path"]
     r = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=False)
-    if r.returncode != 0 or not r.stdout.strip():
-        raise PrerequisiteError(f"disk image: `{' '.join(cmd[1:])}` failed (exit {r.returncode})")
-    return Path(r.stdout.strip().splitlines()[-1])
+    if r.returncode == 0 and r.stdout.strip():
+        return Path(r.stdout.strip().splitlines()[-1])
+    if not build and not need_built:
+        k = subprocess.run(
+            [sys.executable, str(tool), "key"], stdout=subprocess.PIPE, text=True, check=False
+        )
+        for line in k.stdout.splitlines():
+            if line.startswith("image "):
+                return Path(f"unbuilt-image-{line.split()[1]}")
+    hint = "" if build else "; build it with `disk-image/build_image.py build` (or drop --no-build)"
+    raise PrerequisiteError(f"disk image: `{' '.join(cmd[1:])}` failed (exit {r.returncode}){hint}")
 
 
 def image_id(path: Path, need_built: bool) -> str:
@@ -147,6 +157,8 @@ def image_id(path: Path, need_built: bool) -> str:
                     return d[k]
     if path.is_file():
         return "sha256:" + cached_sha256(path)
+    if path.name.startswith("unbuilt-image-"):
+        return path.name.removeprefix("unbuilt-image-")  # build_image.py's image key = its id
     if need_built:
         raise PrerequisiteError(
             f"disk image: {path} does not exist; build it with "

@@ -142,7 +142,11 @@ def run_sweep(spec: Spec, opt: Options) -> int:
     out = (opt.out or Path("results") / spec.name).resolve()
     try:
         art = bk.prepare(
-            backend, spec.kernel_variant, build=opt.build and not opt.dry_run, gem5_flag=opt.gem5
+            backend,
+            spec.kernel_variant,
+            build=opt.build and not opt.dry_run,
+            gem5_flag=opt.gem5,
+            require=not opt.dry_run,
         )
         w(bk.announce(backend, art).replace("backend:", "using:", 1) + "\n")
         if not opt.dry_run:

@@ -123,7 +123,9 @@ def host_slurm(slurm_cluster: dict[str, str], monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("NUMA_LB_TEST_RUNNER", "test_sweep_local:host_runner")
     monkeypatch.setenv("PYTHONPATH", f"{UNIT}:{ROOT}")
 
-    def prepare(backend: str, variant: str, build: bool, gem5_flag: str | None) -> bk.Artifacts:
+    def prepare(
+        backend: str, variant: str, build: bool, gem5_flag: str | None, require: bool = True
+    ) -> bk.Artifacts:
         prov = Provenance(backend, "kernel-test", "image-test", {"configs": "t"}, "host runner")
         return bk.Artifacts(prov, {"kernel": "/nonexistent", "image": "/nonexistent"})
 

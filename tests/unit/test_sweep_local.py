@@ -73,7 +73,9 @@ def host_backend(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NUMA_LB_TIMEOUT_GRACE_S", "1")
     monkeypatch.delenv("FAKE_MODE", raising=False)
 
-    def prepare(backend: str, variant: str, build: bool, gem5_flag: str | None) -> bk.Artifacts:
+    def prepare(
+        backend: str, variant: str, build: bool, gem5_flag: str | None, require: bool = True
+    ) -> bk.Artifacts:
         prov = Provenance(backend, "kernel-test", "image-test", {"configs": "t"}, "host runner")
         return bk.Artifacts(prov, {"kernel": "/nonexistent/bzImage", "image": "/nonexistent/img"})
 
