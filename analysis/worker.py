@@ -270,6 +270,11 @@ def _run_locked(rd: RunDir, executor: str) -> int:
             verdict, error = State.TIMEOUT, outcome.get("error") or "backend timed out"
         elif outcome.get("exit_code") not in (0, None) or outcome.get("error"):
             verdict, error = State.FAILED, outcome.get("error") or "backend failed"
+            if (rd.guest / "results.jsonl").exists():  # say what the guest reported
+                ok, gerr, summary = guest_verdict(rd.guest)
+                fields["guest"] = summary
+                if gerr:
+                    error = f"{error}; {gerr}"
         else:
             ok, gerr, summary = guest_verdict(rd.guest)
             fields["guest"] = summary
