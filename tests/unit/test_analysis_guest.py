@@ -20,8 +20,9 @@ from analysis.metrics import guest_metrics, lb_counters
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 QEMU = FIX / "qemu-run" / "results.jsonl"
 SWEEP = sorted((FIX / "sweep-quick" / "runs").glob("*/guest/results.jsonl"))
+VMSTAT = sorted((FIX / "sweep-quick-vmstat" / "runs").glob("*/guest/results.jsonl"))
 HOST = sorted((FIX / "host-mixrunner").glob("*/results.jsonl"))
-ALL = [QEMU, *SWEEP, *HOST]
+ALL = [QEMU, *SWEEP, *VMSTAT, *HOST]
 
 
 def raw(path: Path) -> list[dict]:
@@ -29,7 +30,10 @@ def raw(path: Path) -> list[dict]:
 
 
 def test_fixtures_exist() -> None:
-    assert QEMU.exists() and len(SWEEP) == 4 and len(HOST) == 2
+    assert QEMU.exists() and len(SWEEP) == 4 and len(VMSTAT) == 2 and len(HOST) == 2
+    # both guest kernels are covered: without and with VM event counters
+    assert not any("pgfault" in raw(p)[-1]["vmstat_delta"] for p in SWEEP)
+    assert all("pgfault" in raw(p)[-1]["vmstat_delta"] for p in VMSTAT)
 
 
 @pytest.mark.parametrize("path", ALL, ids=lambda p: str(p.relative_to(FIX)))
@@ -109,7 +113,7 @@ def test_host_run_without_numa_rss_has_no_guest_remote_ratio() -> None:
 
 
 def test_patch_counters_from_the_raw_file_text() -> None:
-    for path in [QEMU, *SWEEP]:
+    for path in [QEMU, *SWEEP, *VMSTAT]:
         lb = raw(path)[-1]["sched_numa_lb_stats"]
         assert lb["status"] == "present"
 
