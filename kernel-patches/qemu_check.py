@@ -48,6 +48,7 @@ STAT_FIELDS = (
     "migrated",
     "select_ns",
 )
+KMSG_TAIL = re.compile(r"\[\s*\d+\.\d{6}\].*$")
 SPLAT = re.compile(
     r"WARNING:|BUG:|possible circular locking|inconsistent lock state|"
     r"KASAN|Kernel panic|Oops|Call Trace|Bad numa_rss|Bad rss-counter|UBSAN"
@@ -134,6 +135,9 @@ def parse_console(text: str) -> GuestRun:
         if not m:
             continue
         tag, rest = m.group(1), (m.group(2) or "").strip()
+        if tag != "DMESG":
+            # a printk that lands in the middle of our line: cut it off
+            rest = KMSG_TAIL.sub("", rest).strip()
         if tag == "TOPO":
             kv = dict(w.split("=", 1) for w in rest.split())
             if "online" in kv:

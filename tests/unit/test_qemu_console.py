@@ -73,3 +73,12 @@ def test_qemu_arguments_describe_the_topology() -> None:
         qemu_check.boot(Path("/nonexistent"), ["firstfit"], "1:1", 1)
     with pytest.raises(ValueError, match="mix must be"):
         qemu_check.boot(Path("/nonexistent"), ["tm"], "1;rm -rf /", 1)
+
+
+def test_printk_in_the_middle_of_a_line_is_cut_off() -> None:
+    # captured from a real bench boot: the kernel's message landed on our line
+    line = ("STRESS excl_base-11 check=running nodes=4 numa_rss_sum=1233 rss=1232 "
+            "ok=1[   81.273204] hrtimer: interrupt took 23892170 ns")
+    run = qemu_check.parse_console(line + "\n")
+    assert run.stress == [{"tag": "excl_base-11", "check": "running", "nodes": "4",
+                           "numa_rss_sum": "1233", "rss": "1232", "ok": "1"}]
