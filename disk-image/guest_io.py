@@ -75,7 +75,8 @@ def read_results_disk(disk: Path, dest: Path) -> dict[str, Any] | None:
     return json.loads(files[init.STATUS_FILE])
 
 
-def _kv(text: str) -> tuple[str, Any]:
+def parse_init_option(text: str) -> tuple[str, Any]:
+    """argparse type for --init-option KEY=JSON (a bare string is taken as is)."""
     key, sep, value = text.partition("=")
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"expected KEY=JSON, got {text!r}")
@@ -93,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("pack-job")
     p.add_argument("job", type=Path)
     p.add_argument("out", type=Path)
-    p.add_argument("--init-option", type=_kv, action="append", default=[])
+    p.add_argument("--init-option", type=parse_init_option, action="append", default=[])
     c = sub.add_parser("collect-gem5")
     c.add_argument("m5out", type=Path)
     c.add_argument("dest", type=Path)

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shutil
 import subprocess
 import sys
@@ -43,7 +42,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "kernel-patches"))
 sys.path.insert(0, str(ROOT / "workloads"))
 sys.path.insert(0, str(HERE))
-from guest_io import init  # noqa: E402 - numa-lb-init: the job/results formats
+from guest_io import init, parse_init_option  # noqa: E402 - numa-lb-init: job/results formats
 from qemu_check import SPLAT, Topology  # noqa: E402 - sibling tool, not a package
 
 INIT_PATH = "/opt/numa-lb/sbin/numa-lb-init"
@@ -304,16 +303,6 @@ def run(
             shutil.rmtree(work, ignore_errors=True)
 
 
-def _kv(text: str) -> tuple[str, Any]:
-    key, sep, value = text.partition("=")
-    if not sep or not re.fullmatch(r"[a-z_0-9]+", key):
-        raise argparse.ArgumentTypeError(f"expected KEY=JSON, got {text!r}")
-    try:
-        return key, json.loads(value)
-    except ValueError:
-        return key, value
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -329,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--mem-per-node", type=int, default=256, help="MiB")
     r.add_argument("--distance", type=int, default=16, help="SLIT remote distance")
     r.add_argument("--timeout", type=float)
-    r.add_argument("--init-option", type=_kv, action="append", default=[])
+    r.add_argument("--init-option", type=parse_init_option, action="append", default=[])
     r.add_argument("--keep-work", action="store_true")
     a = ap.parse_args(argv)
     job = json.loads(a.job.read_text())

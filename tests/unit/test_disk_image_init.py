@@ -116,7 +116,9 @@ def test_a_mix_runs_and_comes_back_through_the_results_disk(
 
 
 def test_the_watchdog_ends_a_hanging_job_and_still_hands_back(prefix: Path, tmp_path: Path) -> None:
-    job = {"run_id": "hang", "programs": [{"name": "sleeper", "cmd": ["sleep", "300"]}]}
+    # a duration of its own, so another test run on the machine is not mistaken for ours
+    nap = f"300.{os.getpid()}"
+    job = {"run_id": "hang", "programs": [{"name": "sleeper", "cmd": ["sleep", nap]}]}
     jd, rd = disks(tmp_path, job, {"watchdog_s": 3})
     rc, out, files, took = run_init(prefix, tmp_path, jd, rd)
     assert rc == 1 and took < 60, out
@@ -128,7 +130,7 @@ def test_the_watchdog_ends_a_hanging_job_and_still_hands_back(prefix: Path, tmp_
     assert records(files)[0]["type"] == "run"
     # nothing of the job survives: the program ran in a session of its own
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    assert "sleep 300" not in ps
+    assert f"sleep {nap}" not in ps
 
 
 def test_a_job_the_runner_rejects_is_reported(prefix: Path, tmp_path: Path) -> None:
