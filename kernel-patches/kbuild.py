@@ -213,8 +213,12 @@ def fragment_symbols(fragments: list[Path]) -> dict[str, str]:
     return want
 
 
-def check_config(config: Path, want: dict[str, str]) -> None:
-    """Fail if kconfig silently dropped a symbol the fragments ask for."""
+def check_config(config: Path, want: dict[str, str], partial_series: bool = False) -> None:
+    """Fail if kconfig silently dropped a symbol the fragments ask for.
+
+    With @partial_series (bisect builds) a symbol that no Kconfig of the tree
+    defines yet is not an error: a later patch adds it.
+    """
     have: dict[str, str] = {}
     for ln in config.read_text().splitlines():
         m = re.match(r"^(CONFIG_\w+)=(.*)$", ln)
@@ -225,6 +229,8 @@ def check_config(config: Path, want: dict[str, str]) -> None:
             have[m.group(1)] = "n"
     bad = []
     for key, val in want.items():
+        if partial_series and key not in have:
+            continue
         got = have.get(key, "n")
         if val.strip('"') != got.strip('"'):
             bad.append(f"{key}: want {val}, got {got}")
@@ -255,7 +261,7 @@ def make_cmd(tree: Path, obj: Path, *targets: str) -> list[str]:
     ]
 
 
-def configure(tree: Path, obj: Path, fragments: list[Path]) -> None:
+def configure(tree: Path, obj: Path, fragments: list[Path], partial_series: bool = False) -> None:
     obj.mkdir(parents=True, exist_ok=True)
     scratch = obj.parent / (obj.name + ".cfg")
     if scratch.exists():
@@ -276,7 +282,7 @@ def configure(tree: Path, obj: Path, fragments: list[Path]) -> None:
         quiet=True,
     )
     run(make_cmd(tree, scratch, "olddefconfig"), quiet=True)
-    check_config(scratch / ".config", fragment_symbols(fragments))
+    check_config(scratch / ".config", fragment_symbols(fragments), partial_series)
     new = (scratch / ".config").read_text()
     old = (obj / ".config").read_text() if (obj / ".config").exists() else None
     if new != old:  # keep mtimes when nothing changed: no spurious rebuild
@@ -308,7 +314,7 @@ def build(variant: str, tarball: str | None, upto: int | None = None) -> Path:
     tree = prepare_tree(src, patches)
     obj = cache_root() / "obj" / variant
     log(f"configuring {variant} ({', '.join(f.name for f in fragments)})")
-    configure(tree, obj, fragments)
+    configure(tree, obj, fragments, partial_series=upto is not None)
     log(f"building Linux {version} + {len(patches)} patch(es), variant {variant}")
     t0 = time.monotonic()
     stream(make_cmd(tree, obj, "vmlinux", "bzImage"), env=make_env())

@@ -64,3 +64,15 @@ def test_build_id_covers_source_series_config_and_variant(tmp_path: Path) -> Non
 def test_missing_tarball_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(kbuild.BuildError, match="not found"):
         kbuild.find_source(str(tmp_path / "linux-6.1.999.tar.xz"))
+
+
+def test_bisect_builds_tolerate_symbols_a_later_patch_adds(tmp_path: Path) -> None:
+    cfg = tmp_path / ".config"
+    cfg.write_text("CONFIG_NUMA=y\n# CONFIG_MM_NUMA_RSS is not set\n")
+    want = {"CONFIG_NUMA": "y", "CONFIG_SCHED_NUMA_LB": "y"}
+    kbuild.check_config(cfg, want, partial_series=True)
+    with pytest.raises(kbuild.BuildError, match="CONFIG_SCHED_NUMA_LB"):
+        kbuild.check_config(cfg, want)
+    # a symbol that exists but was dropped is still an error
+    with pytest.raises(kbuild.BuildError, match="CONFIG_MM_NUMA_RSS"):
+        kbuild.check_config(cfg, {"CONFIG_MM_NUMA_RSS": "y"}, partial_series=True)
