@@ -11,7 +11,7 @@ Everything heavy lives under the cache root ($NUMA_LB_CACHE, default
 ~/.cache/numa-lb-study/kernel):
 
     src/<version>/          pristine source, a git repo with one commit
-    tree/<version>/         the working tree: reset to pristine, series applied
+    tree/<version>/         the working tree: pristine + series checked out
     obj/<variant>/          kbuild O= directory, reused between builds
     artifacts/<build id>/   vmlinux, bzImage, config, build.json
 
@@ -60,9 +60,11 @@ def log(msg: str) -> None:
     print(f"kbuild: {msg}", flush=True)
 
 
-def run(cmd: list[str], cwd: Path | None = None, quiet: bool = False) -> str:
+def run(
+    cmd: list[str], cwd: Path | None = None, quiet: bool = False, env: dict[str, str] | None = None
+) -> str:
     """Run a command without a shell; raise with its output tail on failure."""
-    proc = subprocess.run(cmd, cwd=cwd, text=True, capture_output=True)
+    proc = subprocess.run(cmd, cwd=cwd, text=True, capture_output=True, env=env)
     if proc.returncode != 0:
         tail = (proc.stdout + proc.stderr)[-4000:]
         raise BuildError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{tail}")
@@ -168,10 +170,12 @@ def ensure_pristine(src: Source) -> Path:
 
 
 def prepare_tree(src: Source, patches: list[Path]) -> Path:
-    """Reset the working tree to pristine and apply @patches with git am.
+    """Check out pristine + @patches in the working tree.
 
-    git only rewrites files whose content changes, so mtimes of untouched
-    files survive and the reused object directory rebuilds only what differs.
+    The patched state is built as commits in a scratch index (git apply
+    --cached), without touching the work tree; checking it out then rewrites
+    only the files whose content differs from what is there, so the reused
+    object directory rebuilds only what a series change really changed.
     """
     pristine = ensure_pristine(src)
     tree = src.tree
@@ -179,18 +183,22 @@ def prepare_tree(src: Source, patches: list[Path]) -> Path:
         tree.parent.mkdir(parents=True, exist_ok=True)
         log("cloning working tree (once)")
         run(["git", "clone", "-q", str(pristine), str(tree)])
-    run(["git", "am", "--abort"], cwd=tree, quiet=True) if (
-        tree / ".git" / "rebase-apply"
-    ).exists() else None
-    run(["git", "checkout", "-q", "--detach", "origin/HEAD"], cwd=tree)
-    run(["git", "reset", "-q", "--hard", "origin/HEAD"], cwd=tree)
-    run(["git", "clean", "-qfdx"], cwd=tree)
+    env = dict(os.environ, GIT_INDEX_FILE=str(tree / ".git" / "numa-lb-series-index"))
+    run(["git", "read-tree", "origin/HEAD"], cwd=tree, env=env)
+    head = run(["git", "rev-parse", "origin/HEAD"], cwd=tree, quiet=True).strip()
     for p in patches:
         try:
-            run(["git", *GIT_ID, "am", "-q", "--keep-cr", str(p)], cwd=tree, quiet=True)
+            run(["git", "apply", "--cached", str(p)], cwd=tree, env=env, quiet=True)
         except BuildError as e:
-            run(["git", "am", "--abort"], cwd=tree, quiet=True)
             raise BuildError(f"patch {p.name} does not apply: {e}") from None
+        tree_id = run(["git", "write-tree"], cwd=tree, env=env, quiet=True).strip()
+        head = run(
+            ["git", *GIT_ID, "commit-tree", tree_id, "-p", head, "-m", p.name],
+            cwd=tree,
+            quiet=True,
+        ).strip()
+    run(["git", "checkout", "-q", "-f", "--detach", head], cwd=tree)
+    run(["git", "clean", "-qfdx"], cwd=tree)
     log(f"tree at {tree}: {len(patches)} patch(es) applied")
     return tree
 
