@@ -356,20 +356,35 @@ def run_gem5(rec: dict[str, Any], run_dir: Path, timeout_s: float) -> Outcome:
             )
         except subprocess.TimeoutExpired:
             return Outcome(exit_code=None, timed_out=True, error=f"gem5 exceeded {timeout_s:.0f} s")
-    collect_gem5_guest_files(run_dir)
-    err = None if r.returncode == 0 else f"gem5 exited with {r.returncode}"
-    return Outcome(exit_code=r.returncode, error=err, details={"command": cmd})
+    guest = collect_gem5_guest_files(run_dir)
+    details: dict[str, Any] = {"command": cmd, "guest_status": guest}
+    if r.returncode != 0:
+        return Outcome(
+            exit_code=r.returncode, error=f"gem5 exited with {r.returncode}", details=details
+        )
+    if guest is None or guest.get("status") != "ok":
+        why = "no guest results" if guest is None else f"guest status {guest.get('status')!r}"
+        return Outcome(
+            exit_code=r.returncode, error=f"{why}: {guest and guest.get('error')}", details=details
+        )
+    return Outcome(exit_code=0, details=details)
 
 
-def collect_gem5_guest_files(run_dir: Path) -> None:
-    """Guest files written with `m5 writefile` land in m5out/; copy them to guest/."""
-    m5 = run_dir / "m5out"
-    g = run_dir / "guest"
-    for name in ("results.jsonl",):
-        for cand in (m5 / "guest" / name, m5 / name):
-            if cand.exists() and not (g / name).exists():
-                g.mkdir(exist_ok=True)
-                shutil.copy2(cand, g / name)
+def collect_gem5_guest_files(run_dir: Path) -> dict[str, Any] | None:
+    """configs/numa_run.py leaves the guest's files in m5out/guest/; copy them to
+    guest/ and return the guest's status.json (None when there is none)."""
+    src = run_dir / "m5out" / "guest"
+    dst = run_dir / "guest"
+    if not src.is_dir():
+        return None
+    dst.mkdir(exist_ok=True)
+    for f in src.iterdir():
+        if f.is_file():
+            shutil.copy2(f, dst / f.name)
+    try:
+        return json.loads((dst / "status.json").read_text())
+    except (OSError, ValueError):
+        return None
 
 
 RUNNERS = {"qemu": run_qemu, "gem5": run_gem5}

@@ -553,6 +553,10 @@ def topology_for(
     }
     kw[lat_key] = lat
     from numa_lb.numa_factor import InterSocket
+    from numa_lb.options import load_calibration
+
+    # the same table the gem5 run script resolves the factor with
+    kw["calibration"] = load_calibration(None)
 
     kw["inter_socket"] = InterSocket(kw["inter_socket"])
     return Topology.from_options(**kw)

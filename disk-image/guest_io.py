@@ -3,8 +3,9 @@
 
     disk-image/guest_io.py pack-job JOB.json OUT.tar [--init-option KEY=JSON]...
         the job tar the init reads (gem5: give OUT.tar to the workload's readfile)
-    disk-image/guest_io.py collect-gem5 M5OUT DEST [--prefix guest-]
-        the files the init wrote with `m5 writefile` (M5OUT/guest-<name>) -> DEST/<name>
+    disk-image/guest_io.py collect-gem5 M5OUT DEST [--prefix guest-] [--console LOG]
+        the files the init wrote with `m5 writefile` (M5OUT/guest-<name>) -> DEST/<name>,
+        or the results block it printed on the serial console LOG
     disk-image/guest_io.py read-results DISK DEST
         a QEMU results disk (raw, a tar) -> DEST/<name>
 
@@ -49,17 +50,32 @@ def pack_job_file(job: dict[str, Any], out: Path, options: dict[str, Any] | None
     return out
 
 
-def collect_gem5(m5out: Path, dest: Path, prefix: str = "guest-") -> dict[str, Any] | None:
+def collect_gem5(
+    m5out: Path, dest: Path, prefix: str = "guest-", console: Path | None = None
+) -> dict[str, Any] | None:
     """Copy M5OUT/<prefix><name> to DEST/<name>; the guest status, or None when
     <prefix>status.json is missing (the init writes it last: the hand back did
-    not complete)."""
+    not complete). Without it, the results block the init printed on the serial
+    CONSOLE (its fallback when m5 writefile fails) is used if one is intact;
+    DEST/handback.json says which way the files came."""
     dest.mkdir(parents=True, exist_ok=True)
     for p in sorted(m5out.glob(prefix + "*")):
         name = p.name[len(prefix) :]
         if p.is_file() and init.safe_name(name):
             shutil.copyfile(p, dest / name)
-    st = dest / init.STATUS_FILE
-    return json.loads(st.read_text()) if (m5out / (prefix + init.STATUS_FILE)).exists() else None
+    via = None
+    if (m5out / (prefix + init.STATUS_FILE)).exists():
+        via = "writefile"
+    elif console is not None and console.exists():
+        files = init.console_decode(console.read_text(errors="replace"))
+        if files is not None:
+            for name, blob in files.items():
+                (dest / name).write_bytes(blob)
+            via = "console"
+    (dest / "handback.json").write_text(json.dumps({"via": via}) + "\n")
+    if via is None:
+        return None
+    return json.loads((dest / init.STATUS_FILE).read_text())
 
 
 def read_results_disk(disk: Path, dest: Path) -> dict[str, Any] | None:
@@ -99,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("m5out", type=Path)
     c.add_argument("dest", type=Path)
     c.add_argument("--prefix", default="guest-")
+    c.add_argument("--console", type=Path, help="serial console log (fallback hand back)")
     r = sub.add_parser("read-results")
     r.add_argument("disk", type=Path)
     r.add_argument("dest", type=Path)
@@ -109,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
             print(a.out)
             return 0
         if a.cmd == "collect-gem5":
-            st = collect_gem5(a.m5out, a.dest, a.prefix)
+            st = collect_gem5(a.m5out, a.dest, a.prefix, a.console)
         else:
             st = read_results_disk(a.disk, a.dest)
     except (init.JobError, OSError, ValueError) as e:

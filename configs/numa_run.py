@@ -1,0 +1,204 @@
+"""Boot the patched kernel on the NUMA machine and run one job (gem5 full system).
+
+Boot checkpoint, once per (topology, kernel, image):
+
+    gem5.opt --outdir=CKPT_RUN configs/numa_run.py --sockets 4 --cores-per-socket 1 \
+        --kernel vmlinux --disk-image rootfs.img --take-checkpoint CKPT_RUN/cpt
+
+A run restored from it, with its own NUMA factor, policy and workload:
+
+    gem5.opt --outdir=RUN/m5out configs/numa_run.py --sockets 4 --cores-per-socket 1 \
+        --numa-factor 2.0 --kernel vmlinux --disk-image rootfs.img \
+        --job RUN/job.json --restore-checkpoint CKPT_RUN/cpt
+
+The guest's job (a mix runner job, workloads/README.md) reaches the guest
+through gem5's readfile; the init hands its result files back with m5
+writefile (``<outdir>/guest-<name>``, collected into ``<outdir>/guest/``) or,
+if that fails, on the serial console. ``roi.json`` records every exit event
+and the ROI ticks; the stats dump at the guest's workend is the ROI.
+Exit status: 0 guest exited (or checkpoint written), 2 --max-sim-seconds
+reached, 1 anything else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import m5
+from gem5.components.processors.cpu_types import CPUTypes
+from gem5.components.processors.simple_processor import SimpleProcessor
+from gem5.components.processors.simple_switchable_processor import SimpleSwitchableProcessor
+from gem5.isas import ISA
+from gem5.resources.resource import DiskImageResource, KernelResource
+from gem5.simulate.exit_event import ExitEvent
+from gem5.simulate.simulator import Simulator
+
+CONFIGS = Path(__file__).resolve().parent
+REPO = CONFIGS.parent
+sys.path.insert(0, str(CONFIGS))
+sys.path.insert(0, str(REPO / "disk-image"))
+
+import guest_io  # noqa: E402  (disk-image/: the job and result formats)
+from numa_lb.hammer_hierarchy import NumaHammerCacheHierarchy  # noqa: E402
+from numa_lb.numa_board import NumaX86Board  # noqa: E402
+from numa_lb.options import add_topology_args, topology_from_args  # noqa: E402
+from numa_lb.roi import RoiProtocol  # noqa: E402
+from numa_lb.topology import TopologyError  # noqa: E402
+
+CPU_TYPES = {"atomic": CPUTypes.ATOMIC, "timing": CPUTypes.TIMING, "o3": CPUTypes.O3}
+# Where disk-image/build_image.py installs our init (image.json next to the
+# image says so too; that file wins when present).
+DEFAULT_INIT = "/opt/numa-lb/sbin/numa-lb-init"
+GUEST_PREFIX = "guest-"
+CONSOLE_FILE = "board.pc.com_1.device"  # gem5's file for the board's first UART
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_topology_args(p)
+    g = p.add_argument_group("run")
+    g.add_argument("--cpu-boot", default="atomic", choices=["atomic", "timing"])
+    g.add_argument("--cpu-roi", default="timing", choices=["atomic", "timing", "o3"])
+    g.add_argument("--kernel", required=True, type=Path, help="vmlinux (ELF)")
+    g.add_argument("--disk-image", required=True, type=Path, help="raw ext4 root image")
+    g.add_argument("--job", type=Path, help="mix runner job (JSON); needed unless checkpointing")
+    g.add_argument(
+        "--init-option",
+        action="append",
+        default=[],
+        metavar="KEY=JSON",
+        help="option for the guest init (disk-image/init), e.g. watchdog_s=600",
+    )
+    g.add_argument("--seed", type=int, default=0, help="repeat index; seeds gem5's RNG")
+    g.add_argument(
+        "--perturb",
+        action="store_true",
+        help="randomise Ruby message-buffer delays (seeded by --seed) so repeats differ",
+    )
+    g.add_argument("--kernel-arg", action="append", default=[], help="extra kernel argument")
+    g.add_argument("--max-sim-seconds", type=float, help="stop after this much simulated time")
+    ck = g.add_mutually_exclusive_group()
+    ck.add_argument("--take-checkpoint", type=Path, help="boot, checkpoint into DIR, stop")
+    ck.add_argument("--restore-checkpoint", type=Path, help="start from the boot checkpoint DIR")
+    return p.parse_args()
+
+
+def image_init(disk_image: Path) -> str:
+    meta = disk_image.parent / "image.json"
+    if meta.exists():
+        return json.loads(meta.read_text()).get("init", DEFAULT_INIT)
+    return DEFAULT_INIT
+
+
+def job_tar(args: argparse.Namespace, outdir: Path) -> Path | None:
+    """The readfile payload: the init's job tar (guest_io, one format for both backends)."""
+    if args.job is None:
+        return None
+    options = dict(guest_io.parse_init_option(text) for text in args.init_option)
+    options.setdefault("gem5_prefix", GUEST_PREFIX)
+    job = json.loads(args.job.read_text())
+    return guest_io.pack_job_file(job, outdir / "job.tar", options)
+
+
+def fail(message: str) -> None:
+    print(f"numa_run: error: {message}", file=sys.stderr, flush=True)
+    sys.exit(1)
+
+
+def main() -> None:
+    args = parse_args()
+    try:
+        topology = topology_from_args(args)
+    except TopologyError as err:
+        fail(f"invalid topology: {err}")
+    for what, path in (("kernel", args.kernel), ("disk image", args.disk_image)):
+        if not path.is_file():
+            fail(f"{what} {path} does not exist")
+    if args.job is None and args.take_checkpoint is None:
+        fail("--job is required unless --take-checkpoint is given")
+    if args.restore_checkpoint is not None and not (args.restore_checkpoint / "m5.cpt").is_file():
+        fail(f"--restore-checkpoint {args.restore_checkpoint}: no m5.cpt there")
+    outdir = Path(m5.options.outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+
+    boot, roi = CPU_TYPES[args.cpu_boot], CPU_TYPES[args.cpu_roi]
+    if boot == roi:
+        processor = SimpleProcessor(cpu_type=boot, isa=ISA.X86, num_cores=topology.ncpus)
+        switch = None
+    else:
+        processor = SimpleSwitchableProcessor(
+            starting_core_type=boot, switch_core_type=roi, isa=ISA.X86, num_cores=topology.ncpus
+        )
+        switch = processor.switch
+    hierarchy = NumaHammerCacheHierarchy(topology)
+    board = NumaX86Board(
+        topology=topology, processor=processor, cache_hierarchy=hierarchy, output_dir=outdir
+    )
+    if args.perturb:
+        hierarchy.ruby_system.randomization = True
+    m5.core.seedRandom(args.seed)
+
+    kernel_args = board.get_default_kernel_args() + [
+        "rw",
+        f"init={image_init(args.disk_image)}",
+        "panic=-1",
+        "numa_lb.backend=gem5",
+    ]
+    if args.take_checkpoint is not None:
+        kernel_args.append("numa_lb.checkpoint=1")
+    kernel_args += args.kernel_arg
+    readfile = job_tar(args, outdir)
+    board.set_kernel_disk_workload(
+        kernel=KernelResource(local_path=str(args.kernel)),
+        disk_image=DiskImageResource(local_path=str(args.disk_image), root_partition=None),
+        readfile=str(readfile) if readfile else None,
+        kernel_args=kernel_args,
+        checkpoint=args.restore_checkpoint,
+    )
+
+    record = {
+        "topology": topology.to_record(),
+        "kernel_args": kernel_args,
+        "cpu_boot": args.cpu_boot,
+        "cpu_roi": args.cpu_roi,
+        "seed": args.seed,
+        "perturb": args.perturb,
+        "restored_from": str(args.restore_checkpoint) if args.restore_checkpoint else None,
+        "job": str(args.job) if args.job else None,
+    }
+    simulator: Simulator | None = None
+    protocol = RoiProtocol(
+        outdir=outdir,
+        tick=lambda: m5.curTick(),
+        reset_stats=m5.stats.reset,
+        dump_stats=m5.stats.dump,
+        switch_cpus=switch,
+        save_checkpoint=lambda path: simulator.save_checkpoint(path),
+        take_checkpoint=args.take_checkpoint,
+        record=record,
+    )
+    simulator = Simulator(board=board, on_exit_event=protocol.handlers(ExitEvent))
+    if args.max_sim_seconds is not None:
+        simulator.set_max_ticks(int(args.max_sim_seconds * 1e12))
+    print("numa_run: " + json.dumps({k: record[k] for k in ("cpu_boot", "cpu_roi", "seed")}))
+    print(f"numa_run: topology {json.dumps(topology.to_record())}", flush=True)
+    simulator.run()
+
+    print(
+        f"numa_run: stopped at tick {m5.curTick()} in state {protocol.state.value}: "
+        f"{simulator.get_last_exit_event_cause()}",
+        flush=True,
+    )
+    console = outdir / CONSOLE_FILE
+    status = guest_io.collect_gem5(outdir, outdir / "guest", GUEST_PREFIX, console)
+    if args.job is not None:
+        got = "none" if status is None else status.get("status")
+        print(f"numa_run: guest status {got} (files in {outdir / 'guest'})", flush=True)
+    sys.exit(protocol.exit_code())
+
+
+if __name__ == "__m5_main__":
+    main()
