@@ -219,6 +219,16 @@ def node_cpus(sys_root: str = "/sys") -> Dict[int, List[int]]:
     return out
 
 
+def node_distances(sys_root: str = "/sys") -> Dict[int, List[int]]:
+    """NUMA node -> its row of the SLIT as the kernel took it (nodeN/distance)."""
+    base = os.path.join(sys_root, "devices/system/node")
+    out = {}  # type: Dict[int, List[int]]
+    for n in parse_list(read_text(os.path.join(base, "online")) or ""):
+        txt = read_text(os.path.join(base, f"node{n}", "distance"))
+        out[n] = [int(t) for t in txt.split()] if txt else []
+    return out
+
+
 # --------------------------------------------------------------- sysctls
 
 
@@ -663,6 +673,7 @@ def run_mix(
             },
             "python": platform.python_version(),
             "nodes": {str(n): c for n, c in sorted(topo.items())},
+            "distances": {str(n): d for n, d in sorted(node_distances(sys_root).items())},
             "policy": dict(pol, requested_name=job["policy_requested"]),
             "numa_balancing": nb,
             "pinning": job["pinning"],

@@ -258,3 +258,47 @@ def test_parsec_command_lines_are_the_catalogs(prefix: Path, tmp_path: Path) -> 
         assert plan["parsec"]["package"] == prog.package
         assert plan["kind"] == "parsec"
     assert "results.jsonl" not in files  # a dry run runs nothing
+
+
+FAILING_WRITEFILE_M5 = FAKE_M5.replace(
+    'writefile) cp "$2" "$FAKE_M5_DIR/out/$3" ;;', "writefile) exit 1 ;;"
+)
+
+
+def test_gem5_writefile_failure_falls_back_to_the_serial_console(
+    prefix: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = tmp_path / "prefix"
+    shutil.copytree(prefix, fake)
+    m5 = fake / "bin" / "m5"
+    m5.write_text(FAILING_WRITEFILE_M5)
+    m5.chmod(m5.stat().st_mode | stat.S_IXUSR)
+    d = tmp_path / "m5"
+    (d / "out").mkdir(parents=True)
+    job = {"run_id": "g2", "programs": SMALL_MIX[:1]}
+    (d / "job.tar").write_bytes(init.pack_job(job, {"gem5_prefix": "guest-"}))
+    monkeypatch.setenv("FAKE_M5_DIR", str(d))
+    p = subprocess.run(
+        [sys.executable, INIT, "--host", "--prefix", str(fake), "--rundir", str(tmp_path / "r")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "m5 writefile failed" in p.stdout
+    assert not list((d / "out").iterdir())  # nothing came through writefile
+    console = tmp_path / "console.log"
+    console.write_text(p.stdout)
+    st = guest_io.collect_gem5(d / "out", tmp_path / "guest", prefix="guest-", console=console)
+    assert st is not None and st["status"] == "ok" and st["run_id"] == "g2"
+    assert json.loads((tmp_path / "guest" / "handback.json").read_text()) == {"via": "console"}
+    assert records({"results.jsonl": (tmp_path / "guest" / "results.jsonl").read_bytes()})
+    # one corrupted base64 line: the block no longer verifies and is not used
+    lines = p.stdout.splitlines()
+    k = next(i for i, x in enumerate(lines) if x.startswith(init.CONSOLE_BEGIN)) + 2
+    lines[k] = lines[k][:-8] + ("A" * 8 if not lines[k].endswith("A" * 8) else "B" * 8)
+    console.write_text("\n".join(lines))
+    assert guest_io.collect_gem5(d / "out", tmp_path / "g3", "guest-", console) is None
+
+
+def test_unknown_gem5_handback_is_a_job_error() -> None:
+    with pytest.raises(init.JobError, match="gem5_handback"):
+        init.pack_job({"run_id": "x", "programs": SMALL_MIX[:1]}, {"gem5_handback": "carrier"})

@@ -1,0 +1,160 @@
+"""The run script's pure parts: machine flags -> Topology, and the ROI protocol.
+
+The protocol is driven here in the order the guest init drives it under gem5;
+tests/gem5 drives the same table with real exit events.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from enum import Enum
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "configs"))
+
+from numa_lb import options  # noqa: E402
+from numa_lb.roi import ROI_RECORD_NAME, RoiProtocol, RunState  # noqa: E402
+from numa_lb.topology import TopologyError  # noqa: E402
+
+
+class Events(Enum):
+    """Stands in for gem5's ExitEvent (same member names)."""
+
+    CHECKPOINT = "checkpoint"
+    WORKBEGIN = "workbegin"
+    WORKEND = "workend"
+    EXIT = "exit"
+    MAX_TICK = "max tick"
+    KERNEL_PANIC = "kernel panic"
+    KERNEL_OOPS = "kernel oops"
+    FAIL = "fail"
+
+
+class Machine:
+    """Records what the protocol asked gem5 to do, with a tick that advances."""
+
+    def __init__(self) -> None:
+        self.now = 0
+        self.calls: list[str] = []
+
+    def tick(self) -> int:
+        return self.now
+
+    def protocol(self, outdir: Path, take: Path | None, switch: bool = True) -> RoiProtocol:
+        return RoiProtocol(
+            outdir=outdir,
+            tick=self.tick,
+            reset_stats=lambda: self.calls.append("reset"),
+            dump_stats=lambda: self.calls.append("dump"),
+            switch_cpus=(lambda: self.calls.append("switch")) if switch else None,
+            save_checkpoint=lambda p: self.calls.append(f"checkpoint {p.name}"),
+            take_checkpoint=take,
+            record={"seed": 3},
+        )
+
+
+def _state(outdir: Path) -> dict:
+    return json.loads((outdir / ROI_RECORD_NAME).read_text())
+
+
+def test_restored_run_switches_once_and_records_the_roi(tmp_path: Path) -> None:
+    m = Machine()
+    proto = m.protocol(tmp_path, take=None)
+    table = proto.handlers(Events)
+    assert _state(tmp_path)["state"] == "booting" and _state(tmp_path)["seed"] == 3
+
+    m.now = 100
+    assert next(table[Events.CHECKPOINT]) is False  # a restored guest may checkpoint again
+    assert m.calls == []
+    m.now = 1_000
+    assert next(table[Events.WORKBEGIN]) is False
+    assert m.calls == ["switch", "reset"]  # switch first: the ROI counts timing CPUs only
+    assert _state(tmp_path)["state"] == "roi"
+    m.now = 5_001_000
+    assert next(table[Events.WORKEND]) is False
+    assert m.calls == ["switch", "reset", "dump"]
+    roi = _state(tmp_path)["roi"]
+    assert roi == {
+        "begin_tick": 1_000,
+        "end_tick": 5_001_000,
+        "ticks": 5_000_000,
+        "sim_seconds": 5e-6,
+        "stats_dump_index": 0,
+    }
+    # a second work item: never a second switch
+    assert next(table[Events.WORKBEGIN]) is False
+    assert m.calls.count("switch") == 1
+    next(table[Events.WORKEND])
+    assert _state(tmp_path)["roi"]["stats_dump_index"] == 1
+    assert next(table[Events.EXIT]) is True
+    assert proto.state is RunState.EXITED and proto.exit_code() == 0
+    events = [e["event"] for e in _state(tmp_path)["events"]]
+    assert events == ["checkpoint", "workbegin", "workend", "workbegin", "workend", "exit"]
+
+
+def test_boot_run_saves_the_checkpoint_and_stops(tmp_path: Path) -> None:
+    m = Machine()
+    proto = m.protocol(tmp_path, take=tmp_path / "cpt")
+    table = proto.handlers(Events)
+    assert next(table[Events.CHECKPOINT]) is True
+    assert m.calls == ["checkpoint cpt"]
+    assert proto.state is RunState.CHECKPOINTED and proto.exit_code() == 0
+
+
+@pytest.mark.parametrize(
+    ("event", "state", "code"),
+    [
+        (Events.MAX_TICK, RunState.MAX_TICK, 2),
+        (Events.KERNEL_PANIC, RunState.KERNEL_PANIC, 1),
+        (Events.FAIL, RunState.FAILED, 1),
+    ],
+)
+def test_abnormal_stops(tmp_path: Path, event: Events, state: RunState, code: int) -> None:
+    proto = Machine().protocol(tmp_path, take=None, switch=False)
+    assert next(proto.handlers(Events)[event]) is True
+    assert proto.state is state and proto.exit_code() == code
+    assert _state(tmp_path)["state"] == state.value
+
+
+def test_a_run_that_never_exits_is_not_a_success(tmp_path: Path) -> None:
+    proto = Machine().protocol(tmp_path, take=None)
+    next(proto.handlers(Events)[Events.WORKBEGIN])
+    assert proto.exit_code() == 1
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    p = argparse.ArgumentParser()
+    options.add_topology_args(p)
+    return p.parse_args(list(argv))
+
+
+def test_flags_build_the_topology() -> None:
+    topo = options.topology_from_args(
+        _args("--sockets", "2", "--cores-per-socket", "3", "--mem-per-node", "1GiB",
+              "--link-latency", "40", "--no-probe-filter", "--calibration", "none")
+    )  # fmt: skip
+    assert (topo.sockets, topo.cores_per_socket, topo.mem_per_node) == (2, 3, 1 << 30)
+    assert topo.link_latency().cycles == 40 and not topo.probe_filter
+    assert topo.calibration is None
+
+
+def test_bad_flags_name_the_parameter(tmp_path: Path) -> None:
+    with pytest.raises(TopologyError, match="cores_per_socket"):
+        options.topology_from_args(_args("--cores-per-socket", "17"))
+    bad = tmp_path / "cal.csv"
+    bad.write_text("link_latency_cycles,measured_numa_factor\n10,1.5\n20,1.4\n")
+    with pytest.raises(TopologyError, match="calibration"):
+        options.topology_from_args(_args("--calibration", str(bad)))
+
+
+def test_shipped_calibration_is_the_default_when_present() -> None:
+    topo = options.topology_from_args(_args("--numa-factor", "1.6"))
+    if options.DEFAULT_CALIBRATION.exists():
+        assert topo.calibration is not None
+        assert topo.link_latency().source == str(options.DEFAULT_CALIBRATION)
+    else:
+        assert topo.link_latency().source == "first-order model (uncalibrated)"
