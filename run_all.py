@@ -7,6 +7,7 @@
     ./run_all.py status results/quick
     ./run_all.py report results/quick [more dirs...] [--out DIR]
     ./run_all.py bench [--runs 10000] [--from RUN_DIR]
+    ./run_all.py calibrate results/calibration [--check]   # NUMA-factor table (gem5)
     ./run_all.py presets
 
 The first line of `run` names the backend. Exit codes of `run`: 0 every run
@@ -23,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-COMMANDS = ("run", "status", "report", "bench", "presets", "worker")
+COMMANDS = ("run", "status", "report", "bench", "calibrate", "presets", "worker")
 
 
 def _shortcut_overrides(a: argparse.Namespace) -> list[str]:
@@ -113,6 +114,11 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--workdir", type=Path, help="where to build the tree (default: a temp dir)")
     b.add_argument("--keep", action="store_true")
 
+    c = sub.add_parser("calibrate", help="link latency -> NUMA factor table from a gem5 sweep")
+    c.add_argument("out", type=Path, help="output dir of the calibration (or -check) preset")
+    c.add_argument("--check", action="store_true", help="requested vs measured factor, +-5 %%")
+    c.add_argument("--write", type=Path, help="CSV to write (default configs/numa_lb/...)")
+
     sub.add_parser("presets", help="list the shipped presets")
 
     wk = sub.add_parser("worker", help="(internal) execute one run directory")
@@ -150,6 +156,10 @@ def main(argv: list[str] | None = None) -> int:
         for k in ("html", "md", "frame"):
             print(f"{k}: {paths[k]}")
         return 0
+    if a.command == "calibrate":
+        from analysis.calibration import main as calibrate_main
+
+        return calibrate_main(a.out, a.check, a.write)
     if a.command == "bench":
         from analysis.bench import main as bench_main
 

@@ -122,9 +122,9 @@ class CalibrationTable:
 
     @classmethod
     def from_csv(cls, path: Path) -> CalibrationTable:
-        """CSV with header ``link_latency_cycles,measured_numa_factor``."""
+        """CSV with header ``link_latency_cycles,measured_numa_factor``; ``#`` lines are notes."""
         with path.open(newline="") as fh:
-            rows = list(csv.DictReader(fh))
+            rows = list(csv.DictReader(line for line in fh if not line.startswith("#")))
         points = tuple(
             sorted((int(r["link_latency_cycles"]), float(r["measured_numa_factor"])) for r in rows)
         )

@@ -1,0 +1,170 @@
+"""NUMA-factor calibration: inter-socket link latency -> measured NUMA factor.
+
+The measurement is a sweep like any other (gem5 backend, 4 sockets x 1 core,
+one ``ptrchase --sweep`` program per run: load-to-use latency of every (cpu
+node, memory node) pair, guest-timed, i.e. in simulated time):
+
+    ./run_all.py run --preset calibration                # one run per link latency
+    ./run_all.py calibrate results/calibration           # -> configs/numa_lb/calibration.csv
+    ./run_all.py run --preset calibration-check          # f = 1.2, 1.6, 2.0, 3.0 via the table
+    ./run_all.py calibrate --check results/calibration-check   # within +-5 %?
+
+``measured_numa_factor`` = mean remote / mean local latency over the matrix
+(ptrchase's own figure); with a fully connected topology every remote pair is
+one hop. Runs that are not done, or whose ptrchase did not verify, are listed
+and left out, never guessed.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "configs"))
+
+from numa_lb.numa_factor import CalibrationTable  # noqa: E402
+from numa_lb.options import DEFAULT_CALIBRATION  # noqa: E402
+
+from .guest import parse_results_file  # noqa: E402
+from .point import SweepPoint  # noqa: E402
+from .rundir import RunDir, State  # noqa: E402
+
+TOLERANCE = 0.05  # the acceptance band of the issue: +-5 % of the requested factor
+
+
+@dataclass
+class Measurement:
+    run: str
+    link_latency_cycles: int
+    numa_factor_requested: float | None
+    numa_factor_measured: float
+    local_ns: float
+    remote_ns: float
+    matrix_ns: list[list[float]]
+
+
+def _ptrchase_result(run: RunDir) -> dict[str, Any] | None:
+    g = parse_results_file(run.guest / "results.jsonl")
+    for p in g.programs:
+        res = p.get("result") or {}
+        if isinstance(res, dict) and res.get("mode") == "sweep":
+            return res
+    return None
+
+
+def collect(out: Path) -> tuple[list[Measurement], list[str]]:
+    """Measurements of every done run under ``out`` and why others were skipped."""
+    found: list[Measurement] = []
+    skipped: list[str] = []
+    for spec_file in sorted((out / "runs").glob("*/spec.json")):
+        run = RunDir(spec_file.parent)
+        name = run.path.name
+        if run.state is not State.DONE:
+            skipped.append(f"{name}: state {run.state}")
+            continue
+        spec = run.spec()
+        point = SweepPoint.from_dict(spec["point"])
+        if point.sockets < 2 or spec.get("backend", "gem5") != "gem5":
+            skipped.append(f"{name}: not a multi-socket gem5 run")
+            continue
+        res = _ptrchase_result(run)
+        if res is None or not res.get("verified"):
+            skipped.append(f"{name}: no verified ptrchase --sweep result")
+            continue
+        topo_file = run.m5out / "numa_topology.json"
+        topo = json.loads(topo_file.read_text()) if topo_file.exists() else {}
+        cycles = topo.get("link_latency_cycles")
+        if cycles is None:
+            skipped.append(f"{name}: no m5out/numa_topology.json")
+            continue
+        found.append(
+            Measurement(
+                run=name,
+                link_latency_cycles=int(cycles),
+                numa_factor_requested=topo.get("numa_factor_requested"),
+                numa_factor_measured=float(res["numa_factor"]),
+                local_ns=float(res["local_ns"]),
+                remote_ns=float(res["remote_ns"]),
+                matrix_ns=res["matrix_ns"],
+            )
+        )
+    return found, skipped
+
+
+def table(measurements: list[Measurement]) -> CalibrationTable:
+    """One point per link latency (the mean if several repeats measured it)."""
+    by_lat: dict[int, list[float]] = {}
+    for m in measurements:
+        by_lat.setdefault(m.link_latency_cycles, []).append(m.numa_factor_measured)
+    points = tuple(sorted((c, sum(v) / len(v)) for c, v in by_lat.items()))
+    return CalibrationTable(points=points, source="measurement")
+
+
+def write_csv(cal: CalibrationTable, path: Path, note: str) -> None:
+    with path.open("w", newline="") as f:
+        for line in note.splitlines():
+            f.write(f"# {line}\n")
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(["link_latency_cycles", "measured_numa_factor"])
+        for cycles, factor in cal.points:
+            w.writerow([cycles, f"{factor:.4f}"])
+
+
+def check(measurements: list[Measurement]) -> list[dict[str, Any]]:
+    """Requested vs measured factor for runs that asked for a factor."""
+    rows = []
+    for m in measurements:
+        if m.numa_factor_requested is None:
+            continue
+        err = m.numa_factor_measured / m.numa_factor_requested - 1.0
+        rows.append(
+            {
+                "run": m.run,
+                "requested": m.numa_factor_requested,
+                "link_latency_cycles": m.link_latency_cycles,
+                "measured": round(m.numa_factor_measured, 4),
+                "error_pct": round(100 * err, 2),
+                "within_tolerance": abs(err) <= TOLERANCE,
+            }
+        )
+    return sorted(rows, key=lambda r: r["requested"])
+
+
+def main(out: Path, do_check: bool, write: Path | None) -> int:
+    measurements, skipped = collect(out)
+    for s in skipped:
+        print(f"skipped {s}")
+    if not measurements:
+        print(f"calibrate: no usable measurement under {out}", file=sys.stderr)
+        return 1
+    for m in sorted(measurements, key=lambda m: m.link_latency_cycles):
+        print(
+            f"link {m.link_latency_cycles:4d} cycles: local {m.local_ns:7.2f} ns, "
+            f"remote {m.remote_ns:7.2f} ns, factor {m.numa_factor_measured:.4f}"
+        )
+    if do_check:
+        rows = check(measurements)
+        for r in rows:
+            print(json.dumps(r))
+        bad = [r for r in rows if not r["within_tolerance"]]
+        print(f"calibrate: {len(rows) - len(bad)}/{len(rows)} within +-{TOLERANCE:.0%}")
+        return 1 if bad or not rows else 0
+    try:
+        cal = table(measurements)
+    except ValueError as err:
+        print(f"calibrate: {err}", file=sys.stderr)
+        return 1
+    target = write or DEFAULT_CALIBRATION
+    write_csv(
+        cal,
+        target,
+        f"NUMA-factor calibration (analysis/calibration.py) from {len(measurements)} runs "
+        f"under {out.name}/\nmeasured factor = mean remote / mean local ptrchase latency",
+    )
+    print(f"calibrate: wrote {target}")
+    return 0
