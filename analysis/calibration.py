@@ -64,8 +64,9 @@ def collect(out: Path) -> tuple[list[Measurement], list[str]]:
     for spec_file in sorted((out / "runs").glob("*/spec.json")):
         run = RunDir(spec_file.parent)
         name = run.path.name
-        if run.state is not State.DONE:
-            skipped.append(f"{name}: state {run.state}")
+        state = run.state()
+        if state is not State.DONE:
+            skipped.append(f"{name}: state {state}")
             continue
         spec = run.spec()
         point = SweepPoint.from_dict(spec["point"])

@@ -1,0 +1,51 @@
+"""Calibration arithmetic: measured points -> table CSV -> link latency, and the +-5 % check.
+
+The measurements come from real gem5 runs (`./run_all.py run --preset
+calibration`); here only what is done with them is checked.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from analysis import calibration as cal
+from analysis.calibration import Measurement
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def m(cycles: int, factor: float, requested: float | None = None) -> Measurement:
+    return Measurement("r", cycles, requested, factor, 100.0, 100.0 * factor, [[0.0]])
+
+
+def test_repeats_average_and_the_csv_round_trips(tmp_path: Path) -> None:
+    table = cal.table([m(10, 1.2), m(10, 1.3), m(100, 2.0), m(50, 1.6)])
+    assert table.points == ((10, 1.25), (50, 1.6), (100, 2.0))
+    path = tmp_path / "c.csv"
+    cal.write_csv(table, path, "note line 1\nnote line 2")
+    assert path.read_text().startswith("# note line 1\n# note line 2\nlink_latency_cycles,")
+    back = cal.CalibrationTable.from_csv(path)
+    assert back.points == table.points
+    assert back.link_cycles(1.8) == 75  # interpolated between (50, 1.6) and (100, 2.0)
+
+
+def test_a_factor_that_falls_with_latency_is_refused() -> None:
+    with pytest.raises(ValueError, match="increase strictly"):
+        cal.table([m(10, 1.5), m(20, 1.4)])
+
+
+def test_check_applies_the_five_percent_band() -> None:
+    rows = cal.check([m(40, 1.66, 1.6), m(80, 2.12, 2.0), m(5, 1.1)])
+    assert [(r["requested"], r["within_tolerance"]) for r in rows] == [(1.6, True), (2.0, False)]
+    assert rows[1]["error_pct"] == 6.0
+
+
+def test_collect_skips_what_is_not_a_finished_calibration_run(tmp_path: Path) -> None:
+    (tmp_path / "runs" / "abc").mkdir(parents=True)
+    (tmp_path / "runs" / "abc" / "spec.json").write_text("{}")
+    found, skipped = cal.collect(tmp_path)
+    assert found == [] and skipped == ["abc: state None"]
+    assert cal.main(tmp_path, do_check=False, write=tmp_path / "x.csv") == 1
+    assert not (tmp_path / "x.csv").exists()
