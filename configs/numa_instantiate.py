@@ -25,19 +25,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from numa_lb.hammer_hierarchy import NumaHammerCacheHierarchy  # noqa: E402
 from numa_lb.numa_board import NumaX86Board  # noqa: E402
-from numa_lb.topology import Topology, TopologyError  # noqa: E402
+from numa_lb.options import add_topology_args, topology_from_args  # noqa: E402
+from numa_lb.topology import TopologyError  # noqa: E402
 
 
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--sockets", type=int, default=4)
-    p.add_argument("--cores-per-socket", type=int, default=4)
-    p.add_argument("--mem-per-node", default="512MiB")
-    p.add_argument("--inter-socket", default="full", choices=["full", "ring"])
-    p.add_argument("--numa-factor", type=float)
-    p.add_argument("--link-latency", help="cycles (integer) or time, e.g. 20ns")
-    p.add_argument("--slit-remote-distance", type=int)
-    p.add_argument("--no-probe-filter", action="store_true")
+    add_topology_args(p)
     p.add_argument("--cpu-type", default="atomic", choices=["atomic", "timing"])
     p.add_argument("--kernel", required=True, type=Path)
     return p.parse_args()
@@ -46,16 +40,7 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     try:
-        topology = Topology.from_options(
-            sockets=args.sockets,
-            cores_per_socket=args.cores_per_socket,
-            mem_per_node=args.mem_per_node,
-            inter_socket=args.inter_socket,
-            numa_factor=args.numa_factor,
-            link_latency=args.link_latency,
-            slit_remote_distance=args.slit_remote_distance,
-            probe_filter=not args.no_probe_filter,
-        )
+        topology = topology_from_args(args)
     except TopologyError as err:
         sys.exit(f"invalid topology: {err}")
     cpu_type = CPUTypes.ATOMIC if args.cpu_type == "atomic" else CPUTypes.TIMING

@@ -20,6 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "configs"))
 
 from numa_lb.acpi import build_blob  # noqa: E402
+from numa_lb.options import load_calibration  # noqa: E402
 from numa_lb.topology import Topology  # noqa: E402
 
 pytestmark = pytest.mark.gem5
@@ -97,7 +98,8 @@ def test_instantiate(sockets: int, cores: int, tmp_path: Path) -> None:
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     line = next(x for x in run.stdout.splitlines() if x.startswith("INSTANTIATED "))
     summary = json.loads(line.removeprefix("INSTANTIATED "))
-    topo = Topology(sockets=sockets, cores_per_socket=cores)
+    # the script resolves the factor with the shipped calibration table, as here
+    topo = Topology(sockets=sockets, cores_per_socket=cores, calibration=load_calibration(None))
     assert summary["ncpus"] == sockets * cores
     assert summary["directories"] == sockets
     assert summary["int_links"] == sockets * (sockets - 1)  # fully connected, both ways
