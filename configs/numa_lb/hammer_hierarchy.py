@@ -28,7 +28,6 @@ from gem5.components.cachehierarchies.abstract_cache_hierarchy import AbstractCa
 from gem5.components.cachehierarchies.ruby.abstract_ruby_cache_hierarchy import (
     AbstractRubyCacheHierarchy,
 )
-from gem5.components.processors.abstract_core import AbstractCore
 from gem5.isas import ISA
 from gem5.utils.override import overrides
 from gem5.utils.requires import requires
@@ -71,7 +70,7 @@ class HammerCoreCache(L1Cache_Controller):
         self,
         version: int,
         topology: Topology,
-        core: AbstractCore,
+        send_evictions: bool,
         network: SimpleNetwork,
         ruby_system: RubySystem,
     ) -> None:
@@ -94,7 +93,7 @@ class HammerCoreCache(L1Cache_Controller):
             size=l2.size_str, assoc=l2.assoc, start_index_bit=BLOCK_OFFSET_BITS
         )
         # O3 keeps its LSQ coherent and x86 mwait relies on eviction notices.
-        self.send_evictions = core.requires_send_evicts()
+        self.send_evictions = send_evictions
         self.no_mig_atomic = True
         self.sequencer = RubySequencer(
             version=version, dcache=self.L1Dcache, ruby_system=ruby_system
@@ -270,7 +269,9 @@ class NumaHammerCacheHierarchy(AbstractRubyCacheHierarchy):
         by_socket: list[list] = [[] for _ in range(topo.sockets)]
         core_caches = []
         for cpu, core in enumerate(cores):
-            cache = HammerCoreCache(cpu, topo, core, network, self.ruby_system)
+            cache = HammerCoreCache(
+                cpu, topo, core.requires_send_evicts(), network, self.ruby_system
+            )
             cache.clk_domain = board.get_clock_domain()
             cache.sequencer.clk_domain = board.get_clock_domain()
             if board.has_io_bus():
