@@ -8,6 +8,7 @@
     ./run_all.py report results/quick [more dirs...] [--out DIR]
     ./run_all.py bench [--runs 10000] [--from RUN_DIR]
     ./run_all.py calibrate results/calibration [--check]   # NUMA-factor table (gem5)
+    ./run_all.py bench-machine [--cores 1,2,4]   # gem5 boot s and ROI speed vs one socket
     ./run_all.py presets
 
 The first line of `run` names the backend. Exit codes of `run`: 0 every run
@@ -24,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-COMMANDS = ("run", "status", "report", "bench", "calibrate", "presets", "worker")
+COMMANDS = ("run", "status", "report", "bench", "bench-machine", "calibrate", "presets", "worker")
 
 
 def _shortcut_overrides(a: argparse.Namespace) -> list[str]:
@@ -114,6 +115,12 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--workdir", type=Path, help="where to build the tree (default: a temp dir)")
     b.add_argument("--keep", action="store_true")
 
+    bm = sub.add_parser("bench-machine", help="gem5: boot time and ROI speed vs one socket")
+    bm.add_argument("--cores", default="1,2,4", help="cores per socket to measure (4 sockets)")
+    bm.add_argument("--no-probe-filter-too", dest="pf_off", action="store_true")
+    bm.add_argument("--gem5", help="gem5.opt binary (default: $GEM5)")
+    bm.add_argument("--out", type=Path, help="work directory (default: a temp dir)")
+
     c = sub.add_parser("calibrate", help="link latency -> NUMA factor table from a gem5 sweep")
     c.add_argument("out", type=Path, help="output dir of the calibration (or -check) preset")
     c.add_argument("--check", action="store_true", help="requested vs measured factor, +-5 %%")
@@ -156,6 +163,11 @@ def main(argv: list[str] | None = None) -> int:
         for k in ("html", "md", "frame"):
             print(f"{k}: {paths[k]}")
         return 0
+    if a.command == "bench-machine":
+        from analysis.machine_bench import main as machine_bench_main
+
+        cores = [int(x) for x in a.cores.split(",") if x.strip()]
+        return machine_bench_main(a.gem5, cores, a.pf_off, a.out)
     if a.command == "calibrate":
         from analysis.calibration import main as calibrate_main
 
