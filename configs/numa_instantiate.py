@@ -25,8 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from numa_lb.hammer_hierarchy import NumaHammerCacheHierarchy  # noqa: E402
 from numa_lb.numa_board import NumaX86Board  # noqa: E402
-from numa_lb.options import add_topology_args, topology_from_args  # noqa: E402
-from numa_lb.topology import TopologyError  # noqa: E402
+from numa_lb.options import add_topology_args, topology_or_exit  # noqa: E402
 
 
 def parse_args() -> argparse.Namespace:
@@ -39,10 +38,7 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
-    try:
-        topology = topology_from_args(args)
-    except TopologyError as err:
-        sys.exit(f"invalid topology: {err}")
+    topology = topology_or_exit(args)
     cpu_type = CPUTypes.ATOMIC if args.cpu_type == "atomic" else CPUTypes.TIMING
     processor = SimpleProcessor(cpu_type=cpu_type, isa=ISA.X86, num_cores=topology.ncpus)
     board = NumaX86Board(

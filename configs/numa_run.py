@@ -44,9 +44,8 @@ sys.path.insert(0, str(REPO / "disk-image"))
 import guest_io  # noqa: E402  (disk-image/: the job and result formats)
 from numa_lb.hammer_hierarchy import NumaHammerCacheHierarchy  # noqa: E402
 from numa_lb.numa_board import NumaX86Board  # noqa: E402
-from numa_lb.options import add_topology_args, topology_from_args  # noqa: E402
+from numa_lb.options import add_topology_args, topology_or_exit  # noqa: E402
 from numa_lb.roi import RoiProtocol  # noqa: E402
-from numa_lb.topology import TopologyError  # noqa: E402
 
 CPU_TYPES = {"atomic": CPUTypes.ATOMIC, "timing": CPUTypes.TIMING, "o3": CPUTypes.O3}
 # Where disk-image/build_image.py installs our init (image.json next to the
@@ -110,10 +109,7 @@ def fail(message: str) -> None:
 
 def main() -> None:
     args = parse_args()
-    try:
-        topology = topology_from_args(args)
-    except TopologyError as err:
-        fail(f"invalid topology: {err}")
+    topology = topology_or_exit(args)
     for what, path in (("kernel", args.kernel), ("disk image", args.disk_image)):
         if not path.is_file():
             fail(f"{what} {path} does not exist")

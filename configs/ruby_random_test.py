@@ -47,8 +47,7 @@ from numa_lb.hammer_hierarchy import (  # noqa: E402
     HammerDirectory,
     SocketNetwork,
 )
-from numa_lb.options import add_topology_args, topology_from_args  # noqa: E402
-from numa_lb.topology import TopologyError  # noqa: E402
+from numa_lb.options import add_topology_args, topology_or_exit  # noqa: E402
 
 TEST_NODE_BYTES = 8 * 1024  # RubyTester's CheckTable uses addresses 1000 .. ~26600
 
@@ -64,10 +63,7 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
-    try:
-        topology = topology_from_args(args)
-    except TopologyError as err:
-        sys.exit(f"invalid topology: {err}")
+    topology = topology_or_exit(args)
     requires(isa_required=ISA.X86, coherence_protocol_required=MOESI_HAMMER)
     m5.core.seedRandom(args.seed)
 

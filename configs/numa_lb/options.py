@@ -8,6 +8,7 @@ one flag per ``Topology`` field, human units accepted ("512MiB", "2.8GHz",
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from .numa_factor import CalibrationTable
@@ -70,3 +71,11 @@ def topology_from_args(args: argparse.Namespace) -> Topology:
         l2_includes_l3_share=args.l2_includes_l3_share,
         calibration=load_calibration(args.calibration),
     )
+
+
+def topology_or_exit(args: argparse.Namespace) -> Topology:
+    """``topology_from_args`` for scripts: a bad flag ends the process before gem5 starts."""
+    try:
+        return topology_from_args(args)
+    except TopologyError as err:
+        sys.exit(f"invalid topology: {err}")

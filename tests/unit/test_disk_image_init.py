@@ -174,23 +174,30 @@ exit 0
 """
 
 
-def test_gem5_path_readfile_work_items_writefile_exit(
-    prefix: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def run_init_with_m5(
+    prefix: Path, tmp_path: Path, m5_script: str, job: dict, options: dict
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """Run the init on the host with M5_SCRIPT as its m5 tool; (process, m5 dir)."""
     fake = tmp_path / "prefix"
     shutil.copytree(prefix, fake)
     m5 = fake / "bin" / "m5"
-    m5.write_text(FAKE_M5)
+    m5.write_text(m5_script)
     m5.chmod(m5.stat().st_mode | stat.S_IXUSR)
     d = tmp_path / "m5"
     (d / "out").mkdir(parents=True)
-    job = {"run_id": "g1", "programs": SMALL_MIX[:1]}
-    (d / "job.tar").write_bytes(init.pack_job(job, {"roi_workid": 7, "gem5_prefix": "guest."}))
-    monkeypatch.setenv("FAKE_M5_DIR", str(d))
+    (d / "job.tar").write_bytes(init.pack_job(job, options))
     p = subprocess.run(
         [sys.executable, INIT, "--host", "--prefix", str(fake), "--rundir", str(tmp_path / "r")],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True, text=True, timeout=120, env=dict(os.environ, FAKE_M5_DIR=str(d)),
     )  # fmt: skip
+    return p, d
+
+
+def test_gem5_path_readfile_work_items_writefile_exit(prefix: Path, tmp_path: Path) -> None:
+    job = {"run_id": "g1", "programs": SMALL_MIX[:1]}
+    p, d = run_init_with_m5(
+        prefix, tmp_path, FAKE_M5, job, {"roi_workid": 7, "gem5_prefix": "guest."}
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     calls = (d / "calls").read_text().splitlines()
     names = [c.split()[0] for c in calls]
@@ -266,22 +273,10 @@ FAILING_WRITEFILE_M5 = FAKE_M5.replace(
 
 
 def test_gem5_writefile_failure_falls_back_to_the_serial_console(
-    prefix: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    prefix: Path, tmp_path: Path
 ) -> None:
-    fake = tmp_path / "prefix"
-    shutil.copytree(prefix, fake)
-    m5 = fake / "bin" / "m5"
-    m5.write_text(FAILING_WRITEFILE_M5)
-    m5.chmod(m5.stat().st_mode | stat.S_IXUSR)
-    d = tmp_path / "m5"
-    (d / "out").mkdir(parents=True)
     job = {"run_id": "g2", "programs": SMALL_MIX[:1]}
-    (d / "job.tar").write_bytes(init.pack_job(job, {"gem5_prefix": "guest-"}))
-    monkeypatch.setenv("FAKE_M5_DIR", str(d))
-    p = subprocess.run(
-        [sys.executable, INIT, "--host", "--prefix", str(fake), "--rundir", str(tmp_path / "r")],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    p, d = run_init_with_m5(prefix, tmp_path, FAILING_WRITEFILE_M5, job, {"gem5_prefix": "guest-"})
     assert p.returncode == 0, p.stdout + p.stderr
     assert "m5 writefile failed" in p.stdout
     assert not list((d / "out").iterdir())  # nothing came through writefile
