@@ -26,7 +26,7 @@ from typing import Any
 
 import pandas as pd
 
-from .gem5stats import StatsError, load_config, parse_stats_file, roi_dump
+from .gem5stats import StatsError, load_config, parse_stats_file, roi_dump, roi_dump_index
 from .guest import parse_results_file
 from .metrics import add_speedup, gem5_metrics, guest_metrics
 
@@ -167,7 +167,7 @@ def load_run(
                 errors.append(("m5out/config.json", f"unreadable: {e}"))
         if stats.is_file():
             try:
-                dump = roi_dump(parse_stats_file(stats))
+                dump = roi_dump(parse_stats_file(stats), roi_dump_index(path / "m5out"))
                 rows.extend(
                     gem5_metrics(dump.values, cfg, mix, int(point.get("cores_per_socket") or 1))
                 )

@@ -95,19 +95,39 @@ def parse_stats_file(path: Path) -> list[Dump]:
         return parse_stats_text(f.read())
 
 
-def roi_dump(dumps: list[Dump]) -> Dump:
-    """The dump the metrics use: the last complete one (the ROI end's dump).
+def roi_dump(dumps: list[Dump], index: int | None = None) -> Dump:
+    """The dump the metrics use: the ROI's.
 
-    The configs/ run script resets the statistics at the ROI start and dumps at
-    its end, so the last complete dump covers the ROI; dumps before it (boot,
-    intermediate) stay in the raw frame with their index.
+    configs/numa_run.py resets the statistics at the guest's workbegin, dumps
+    them at its workend and records that dump's position in m5out/roi.json
+    (``roi.stats_dump_index``; pass it as ``index``). gem5 dumps once more when
+    it exits, so without an index the last complete dump is taken, which then
+    also covers the hand back after the ROI.
     """
-    complete = [d for d in dumps if d.complete]
     if not dumps:
         raise StatsError("no statistics dump in stats.txt")
+    if index is not None:
+        if index >= len(dumps):
+            raise StatsError(
+                f"stats.txt is truncated: it has {len(dumps)} dumps, the ROI is dump {index}"
+            )
+        if not dumps[index].complete:
+            raise StatsError(f"stats.txt is truncated: ROI dump {index} has no end marker")
+        return dumps[index]
+    complete = [d for d in dumps if d.complete]
     if not complete:
         raise StatsError(f"stats.txt is truncated: dump {dumps[-1].index} has no end marker")
     return complete[-1]
+
+
+def roi_dump_index(m5out: Path) -> int | None:
+    """``roi.stats_dump_index`` from the run script's m5out/roi.json, if recorded."""
+    try:
+        roi = json.loads((m5out / "roi.json").read_text()).get("roi") or {}
+    except (OSError, ValueError):
+        return None
+    idx = roi.get("stats_dump_index")
+    return idx if isinstance(idx, int) else None
 
 
 # ----------------------------------------------------------------- config.json

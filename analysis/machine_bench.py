@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .gem5stats import parse_stats_file, roi_dump
+from .gem5stats import parse_stats_file, roi_dump, roi_dump_index
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN_SCRIPT = ROOT / "configs" / "numa_run.py"
@@ -85,7 +85,8 @@ def measure(gem5: str, m: Machine, kernel: Path, image: Path, work: Path) -> dic
     rc, run_s = _gem5(gem5, base / "run", args, base / "run.log")
     if rc != 0:
         raise RuntimeError(f"{m.label}: ROI run failed (exit {rc}), see {base / 'run.log'}")
-    roi = roi_dump(parse_stats_file(base / "run" / "stats.txt")).values
+    m5out = base / "run"
+    roi = roi_dump(parse_stats_file(m5out / "stats.txt"), roi_dump_index(m5out)).values
     return {
         "machine": m.label,
         "boot_host_s": round(boot_s, 1),

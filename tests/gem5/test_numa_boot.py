@@ -165,7 +165,8 @@ def test_m5_ops_reach_gem5(restored: Path) -> None:
 def test_roi_stats_have_the_names_the_analysis_reads(restored: Path) -> None:
     from analysis import gem5stats  # noqa: PLC0415
 
-    roi = gem5stats.roi_dump(gem5stats.parse_stats_file(restored / "stats.txt")).values
+    dumps = gem5stats.parse_stats_file(restored / "stats.txt")
+    roi = gem5stats.roi_dump(dumps, gem5stats.roi_dump_index(restored)).values
     core = gem5stats.core_counters(roi)
     assert sorted(core["insts"]) == [0, 1, 2, 3]
     assert all(core["insts"][c] > 0 and core["cycles"][c] > 0 for c in range(4))
