@@ -182,12 +182,23 @@ class HammerDMAController(DMA_Controller):
         self.requestToDir.out_port = network.in_port
 
 
+def link_index(topology: Topology, src: int, dst: int) -> int:
+    """Position in ``SocketNetwork.int_links`` of the directed link src -> dst."""
+    for k, (a, b) in enumerate(topology.links()):
+        if (a, b) == (src, dst):
+            return 2 * k
+        if (a, b) == (dst, src):
+            return 2 * k + 1
+    raise ValueError(f"no link between sockets {src} and {dst}")
+
+
 class SocketNetwork(SimpleNetwork):
     """One router per socket; inter-socket links carry the NUMA latency.
 
     Stable names for the stats: ``routers[s]`` is socket s; ``int_links`` holds,
     for every linked pair (a, b) with a < b in ``Topology.links()`` order, first
-    a->b then b->a (see ``link_index``).
+    a->b then b->a (see ``link_index``). (A SimObject class may hold no
+    static helpers: gem5 takes class attributes for parameters.)
     """
 
     def __init__(self, ruby_system: RubySystem, topology: Topology) -> None:
@@ -197,16 +208,6 @@ class SocketNetwork(SimpleNetwork):
         self._topology = topology
         self.routers = [Switch(router_id=s) for s in range(topology.sockets)]
         self.netifs = []
-
-    @staticmethod
-    def link_index(topology: Topology, src: int, dst: int) -> int:
-        """Position in ``int_links`` of the directed link src -> dst."""
-        for k, (a, b) in enumerate(topology.links()):
-            if (a, b) == (src, dst):
-                return 2 * k
-            if (a, b) == (dst, src):
-                return 2 * k + 1
-        raise ValueError(f"no link between sockets {src} and {dst}")
 
     def connect_controllers(self, controllers_by_socket: list[list]) -> None:
         ext_links = []
