@@ -27,6 +27,7 @@ import json
 import sys
 from pathlib import Path
 
+import _m5.core
 import m5
 from gem5.components.processors.cpu_types import CPUTypes
 from gem5.components.processors.simple_processor import SimpleProcessor
@@ -135,7 +136,7 @@ def main() -> None:
     )
     if args.perturb:
         hierarchy.ruby_system.randomization = True
-    m5.core.seedRandom(args.seed)
+    _m5.core.seedRandom(args.seed)  # gem5's random_mt (Ruby delays, testers)
 
     kernel_args = board.get_default_kernel_args() + [
         "rw",

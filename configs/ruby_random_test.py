@@ -22,6 +22,7 @@ import json
 import sys
 from pathlib import Path
 
+import _m5.core
 import m5
 from gem5.coherence_protocol import CoherenceProtocol  # noqa: F401 - fails early off-Ruby
 from gem5.isas import ISA
@@ -65,7 +66,7 @@ def main() -> None:
     args = parse_args()
     topology = topology_or_exit(args)
     requires(isa_required=ISA.X86, coherence_protocol_required=MOESI_HAMMER)
-    m5.core.seedRandom(args.seed)
+    _m5.core.seedRandom(args.seed)  # gem5's random_mt (Ruby delays, testers)
 
     ncpus = topology.ncpus
     ranges = [AddrRange(n * TEST_NODE_BYTES, size=TEST_NODE_BYTES) for n in range(topology.sockets)]
