@@ -11,7 +11,7 @@ source changes):
   ``KernelWorkload`` extra; gem5's own RSDP is disabled
   (``acpi_description_table_pointer = NULL``) so Linux finds ours. gem5's MP
   table and SMBIOS at 0xF0000 stay; Linux prefers the MADT when there is one;
-* kernel command line: ``Topology.kernel_args()``;
+* kernel command line: ``Topology.kernel_args()``, root on /dev/sda (libata);
 * the resolved topology (requested and calibrated NUMA factor, link latency,
   SLIT, node ranges) is written to ``numa_topology.json`` in the output directory.
 """
@@ -98,6 +98,12 @@ class NumaX86Board(X86Board):
         self.workload.extras_addrs = [blob.base]
         record = topo.to_record() | {"acpi_blob": str(blob_path), "acpi_base": blob.base}
         (self._output_dir / TOPOLOGY_RECORD_NAME).write_text(json.dumps(record, indent=2) + "\n")
+
+    @overrides(KernelDiskWorkload)
+    def get_disk_device(self) -> str:
+        # The stock X86Board says /dev/hda (the old IDE driver); our kernel drives
+        # gem5's PIIX IDE controller with libata (CONFIG_ATA_PIIX), as QEMU's.
+        return "/dev/sda"
 
     @overrides(KernelDiskWorkload)
     def get_default_kernel_args(self) -> list[str]:
