@@ -5,14 +5,16 @@
 gem5's own tests never run x86 MOESI_hammer on several sockets, so before
 trusting timing results this drives the same controllers, directories (probe
 filter included), routers and inter-socket links as ``numa_run.py`` with
-gem5's RubyTester: random loads, stores and flushes from every core port to a
-small set of lines (false sharing, set conflicts), each value checked, with
-Ruby's random message delays on. The tester's addresses span about 26 KiB, so
-the node ranges are shrunk to 8 KiB each to give every socket's directory a
-share of the lines; everything else comes from the ``Topology`` the flags
-describe. Prints ``RUBY_RANDOM_TEST PASS ...`` and exits 0 when all checks
-completed; a wrong value or a deadlock makes gem5 stop with an error (non-zero
-exit).
+gem5's RubyTester: random loads and stores from every core port to a small set
+of lines (false sharing, set conflicts), each value checked, with Ruby's random
+message delays on. Flushes are off unless --check-flush: the tester's flush
+checks fail on stock gem5 v24.0.0.1 MOESI_hammer even with one core and one
+directory in gem5's own configs/example/ruby_random_test.py. The tester's
+addresses span about 26 KiB, so the nodes share 32 KiB (at least 8 KiB each)
+and every socket's directory owns some of the lines; everything else comes from
+the ``Topology`` the flags describe. Prints ``RUBY_RANDOM_TEST PASS ...`` and
+exits 0 when all checks completed; a wrong value or a deadlock makes gem5 stop
+with an error (non-zero exit).
 """
 
 from __future__ import annotations
@@ -50,7 +52,17 @@ from numa_lb.hammer_hierarchy import (  # noqa: E402
 )
 from numa_lb.options import add_topology_args, topology_or_exit  # noqa: E402
 
-TEST_NODE_BYTES = 8 * 1024  # RubyTester's CheckTable uses addresses 1000 .. ~26600
+# RubyTester's CheckTable uses addresses 1000 .. ~26600: nodes share 32 KiB
+# (at least 8 KiB each), so every directory owns some of the checked lines.
+TESTED_BYTES = 32 * 1024
+MIN_NODE_BYTES = 8 * 1024
+
+
+def node_bytes(sockets: int) -> int:
+    size = MIN_NODE_BYTES
+    while size * sockets < TESTED_BYTES:
+        size *= 2
+    return size
 
 
 def parse_args() -> argparse.Namespace:
@@ -59,6 +71,12 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--checks", type=int, default=10000, help="checks to complete")
     p.add_argument("--wakeup", type=int, default=10, help="tester wakeup period (cycles)")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument(
+        "--check-flush",
+        action="store_true",
+        help="also issue flushes (fail on stock gem5 v24.0.0.1 MOESI_hammer: configs/README.md)",
+    )
+    p.add_argument("--no-randomization", action="store_true", help="no random message delays")
     return p.parse_args()
 
 
@@ -69,11 +87,12 @@ def main() -> None:
     _m5.core.seedRandom(args.seed)  # gem5's random_mt (Ruby delays, testers)
 
     ncpus = topology.ncpus
-    ranges = [AddrRange(n * TEST_NODE_BYTES, size=TEST_NODE_BYTES) for n in range(topology.sockets)]
+    node = node_bytes(topology.sockets)
+    ranges = [AddrRange(n * node, size=node) for n in range(topology.sockets)]
     tester = RubyTester(
-        check_flush=True, checks_to_complete=args.checks, wakeup_frequency=args.wakeup
+        check_flush=args.check_flush, checks_to_complete=args.checks, wakeup_frequency=args.wakeup
     )
-    system = System(cpu=tester, mem_ranges=[AddrRange(topology.sockets * TEST_NODE_BYTES)])
+    system = System(cpu=tester, mem_ranges=[AddrRange(topology.sockets * node)])
     system.voltage_domain = VoltageDomain()
     system.clk_domain = SrcClockDomain(
         clock=f"{topology.cpu_clock_hz}Hz", voltage_domain=system.voltage_domain
@@ -83,7 +102,7 @@ def main() -> None:
     ruby = RubySystem()
     ruby.number_of_virtual_networks = HAMMER_VIRTUAL_NETWORKS
     ruby.block_size_bytes = LINE_SIZE
-    ruby.randomization = True  # random message delays: the tester's best friend
+    ruby.randomization = not args.no_randomization  # random delays: the tester's best friend
     system.ruby = ruby
     network = SocketNetwork(ruby, topology)
     ruby.network = network
