@@ -3,7 +3,7 @@
 Nothing NUMA-related is passed on the command line on purpose: the guest learns
 CPUs, nodes and distances from our ACPI tables and memory from gem5's E820 table,
 both generated from the same ``Topology``. The command line only carries what
-makes a gem5 boot practical.
+makes a gem5 boot practical (lpj) and correct (idle=halt).
 """
 
 from __future__ import annotations
@@ -25,5 +25,10 @@ def kernel_args(clock_hz: int, kernel_hz: int = DEBIAN_HZ, console: str = "ttyS0
         f"earlyprintk={console}",
         f"console={console}",
         f"lpj={loops_per_jiffy(clock_hz, kernel_hz)}",
+        # MWAIT idle wakes on a write to the monitored line; gem5's atomic_noncaching
+        # boot bypasses Ruby, so no such write is ever seen and a remote wake-up
+        # (the scheduler skips the IPI for a CPU in mwait) waits for the next
+        # tick, which NO_HZ idle has stopped. HLT idle is woken by an IPI.
+        "idle=halt",
         "root={root_value}",
     ]
