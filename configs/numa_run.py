@@ -143,6 +143,11 @@ def main() -> None:
         f"init={image_init(args.disk_image)}",
         "panic=-1",
         "numa_lb.backend=gem5",
+        # The kernel hands unknown key=value arguments to init as environment.
+        # Python's start-up reads /dev/urandom for its hash seed before the init
+        # can seed the kernel's RNG, and that first read busy-waits for entropy
+        # under gem5 (disk-image/init, seed_kernel_rng).
+        "PYTHONHASHSEED=0",
     ]
     if args.take_checkpoint is not None:
         kernel_args.append("numa_lb.checkpoint=1")
