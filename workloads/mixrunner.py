@@ -633,7 +633,13 @@ def run_mix(
     lb_stats: str = "/proc/sched_numa_lb_stats",
     sys_root: str = "/sys",
     bin_dirs: Optional[List[str]] = None,
+    roi: Optional[List[str]] = None,
 ) -> int:
+    """ROI: when given (``[M5, OPTIONS..., ID]``), ``M5 OPTIONS workbegin|workend
+    ID 0`` run right before
+    the programs are released and right after the last one is reaped (under
+    gem5: switch to the timing CPU and reset stats / dump stats), so the
+    runner's own start-up and bookkeeping stay out of the measured region."""
     os.makedirs(outdir, exist_ok=True)
     w = Writer(os.path.join(outdir, "results.jsonl"))
     errors = []  # type: List[str]
@@ -712,7 +718,7 @@ def run_mix(
 
     # 4. start everything together: each program is '/bin/sh -c read; exec'
     #    blocked on a pipe the runner closes once all are spawned
-    status = run_programs(plans, job, outdir, cpu_node, errors)
+    status = run_programs(plans, job, outdir, cpu_node, errors, roi)
 
     # 5. counters after, policy still in force?
     vm1 = parse_kv_numbers(read_text("/proc/vmstat"))
@@ -754,6 +760,7 @@ def run_mix(
             "numastat_delta": delta(ns0, ns1),
             "sched_numa_lb_stats": lb_rec,
             "samples": status["samples"],
+            "roi": status["roi"],
             "errors": errors,
         }
     )
@@ -761,9 +768,26 @@ def run_mix(
     return 0 if not failed and not errors else 1
 
 
+def roi_mark(roi: Optional[List[str]], what: str, errors: List[str]) -> Optional[int]:
+    """Run ``M5 OPTIONS WHAT ID 0`` for ``roi = [M5, OPTIONS..., ID]``; its exit
+    status (None: no ROI)."""
+    if not roi:
+        return None
+    import subprocess  # noqa: PLC0415 - only the running path needs it
+
+    try:
+        rc = subprocess.call(roi[:-1] + [what, roi[-1], "0"])
+    except OSError as e:
+        errors.append(f"roi {what}: {e}")
+        return -1
+    if rc != 0:
+        errors.append(f"roi {what}: exit {rc}")
+    return rc
+
+
 def run_programs(
     plans: List[Dict], job: Dict[str, Any], outdir: str, cpu_node: Dict[int, int],
-    errors: List[str],
+    errors: List[str], roi: Optional[List[str]] = None,
 ) -> Dict[str, Any]:  # fmt: skip
     import subprocess  # local: only the running path needs it
 
@@ -825,6 +849,7 @@ def run_programs(
 
     sampler = Sampler(cpu_node, job["read_sched"])
     interval = job["sample_interval_s"]
+    roi_rc = {"begin": roi_mark(roi, "workbegin", errors)}
     t0 = time.monotonic()
     os.close(gate_w)  # release the gate: all programs start now
     deadline = t0 + job["timeout_s"] if job["timeout_s"] else None
@@ -869,6 +894,7 @@ def run_programs(
         os.close(wake_r)
         os.close(wake_w)
     elapsed = time.monotonic() - t0
+    roi_rc["end"] = roi_mark(roi, "workend", errors)
 
     tgs = []
     for rec in results.values():
@@ -889,6 +915,7 @@ def run_programs(
         "elapsed_s": round(elapsed, 6),
         "timed_out": timed_out,
         "samples": samples,
+        "roi": roi_rc,
     }
 
 
@@ -933,6 +960,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--sys-root", default="/sys")
     ap.add_argument("--bin-dir", action="append", help="where synthetic workloads live")
     ap.add_argument("--dry-run", action="store_true", help="print the plan, run nothing")
+    ap.add_argument(
+        "--roi",
+        nargs="+",
+        metavar="ARG",
+        help="bracket the mix: M5 [OPTIONS] ID runs M5 OPTIONS workbegin|workend ID 0",
+    )
     a = ap.parse_args(argv)
     try:
         raw = sys.stdin.read() if a.job == "-" else open(a.job).read()
@@ -957,7 +990,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not a.outdir:
         print("mixrunner: --outdir is required (except with --dry-run)", file=sys.stderr)
         return 2
-    return run_mix(job, a.outdir, a.sysctl_root, a.lb_stats, a.sys_root, a.bin_dir)
+    return run_mix(job, a.outdir, a.sysctl_root, a.lb_stats, a.sys_root, a.bin_dir, a.roi)
 
 
 if __name__ == "__main__":

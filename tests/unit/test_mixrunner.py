@@ -459,3 +459,26 @@ def test_runs_under_python36(tmp_path: Path, fake_sysctl: Path) -> None:
     assert p.returncode == 0, p.stderr
     recs = records(out)
     assert recs[0]["python"].startswith("3.6") and recs[-1]["status"] == "ok"
+
+
+def test_roi_brackets_only_the_programs(tmp_path: Path) -> None:
+    """--roi: workbegin right before the gate opens, workend after the last reap."""
+    log = tmp_path / "roi.log"
+    m5 = tmp_path / "m5"
+    m5.write_text(f'#!/bin/sh\necho "$* $(date +%s.%N)" >> {log}\n')
+    m5.chmod(0o755)
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    job = mr.load_job(
+        {"run_id": "roi", "programs": [{"name": "s", "cmd": ["sh", "-c", "sleep 0.3"]}]}
+    )
+    out = tmp_path / "out"
+    rc = mr.run_mix(job, str(out), str(tmp_path / "nosys"), bin_dirs=[str(bindir)],
+                    roi=[str(m5), "--addr", "7"])  # fmt: skip
+    calls = [ln.split() for ln in log.read_text().splitlines()]
+    assert [c[:4] for c in calls] == [["--addr", "workbegin", "7", "0"],
+                                      ["--addr", "workend", "7", "0"]]  # fmt: skip
+    assert float(calls[1][4]) - float(calls[0][4]) >= 0.3  # the program ran in between
+    end = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()][-1]
+    assert end["type"] == "run_end" and end["roi"] == {"begin": 0, "end": 0}
+    assert rc in (0, 1)
