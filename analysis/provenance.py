@@ -168,25 +168,37 @@ def image_id(path: Path, need_built: bool) -> str:
 
 
 # ---------------------------------------------------------------------- gem5
+GEM5_INFO_SCRIPT = Path(__file__).resolve().parents[1] / "configs" / "gem5_info.py"
+GEM5_REQUIRED = {"version": "24.0.0.1", "PROTOCOL": "MOESI_hammer", "USE_X86_ISA": True}
+
+
 def gem5_version(binary: Path) -> tuple[str, dict[str, str]]:
-    """(version, build options) from `gem5.opt --build-info`."""
+    """(version, build options) of a gem5 binary, from configs/gem5_info.py.
+
+    (gem5 v24.0.0.1's own ``--build-info`` fails.) A binary that is not v24.0.0.1
+    built for X86 with MOESI_hammer is a missing prerequisite.
+    """
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="gem5-info-") as tmp:
-        r = _run([str(binary), f"--outdir={tmp}", "--build-info"], timeout=120)
-    if r.returncode != 0:
+        r = _run([str(binary), f"--outdir={tmp}", str(GEM5_INFO_SCRIPT)], timeout=120)
+    line = next((x for x in r.stdout.splitlines() if x.startswith("GEM5_INFO ")), None)
+    if r.returncode != 0 or line is None:
         raise PrerequisiteError(
-            f"gem5: `{binary} --build-info` failed (exit {r.returncode}): {r.stderr.strip()[-300:]}"
+            f"gem5: `{binary} configs/gem5_info.py` failed (exit {r.returncode}): "
+            f"{(r.stderr or r.stdout).strip()[-300:]}"
         )
-    version, opts = "unknown", {}
-    for line in r.stdout.splitlines():
-        line = line.strip()
-        if line.startswith("gem5 version"):
-            version = line.split("gem5 version", 1)[1].strip()
-        elif " = " in line:
-            k, _, v = line.partition(" = ")
-            opts[k.strip()] = v.strip()
-    return version, opts
+    info = json.loads(line.removeprefix("GEM5_INFO "))
+    build = info.get("build", {})
+    got = {
+        "version": info.get("version"),
+        **{k: build.get(k) for k in GEM5_REQUIRED if k != "version"},
+    }
+    if got != GEM5_REQUIRED:
+        raise PrerequisiteError(
+            f"gem5: {binary} is {got}; the study needs {GEM5_REQUIRED} (see README, gem5)"
+        )
+    return str(info["version"]), {k: str(v) for k, v in build.items()}
 
 
 def qemu_version() -> str:
