@@ -232,8 +232,13 @@ def outcome_from_qemu(result: Any) -> Outcome:
 
 
 # ------------------------------------------------------------------------ gem5
-def gem5_args(point: SweepPoint, paths: dict[str, str], run_dir: Path) -> list[str]:
-    """Arguments after the script (the configs/ run script's command line)."""
+def gem5_args(
+    point: SweepPoint, paths: dict[str, str], run_dir: Path, with_job: bool = True
+) -> list[str]:
+    """Arguments after the script (the configs/ run script's command line).
+
+    A boot that only takes the checkpoint gets no job: the guest stops at its
+    m5 checkpoint, before it reads one."""
     m = point.machine
     a = [
         "--sockets", str(point.sockets),
@@ -256,7 +261,9 @@ def gem5_args(point: SweepPoint, paths: dict[str, str], run_dir: Path) -> list[s
     cpu = point.cpu or {}
     a += ["--cpu-boot", cpu.get("boot", "atomic"), "--cpu-roi", cpu.get("roi", "timing")]
     a += ["--kernel", paths["kernel"], "--disk-image", paths["image"]]
-    a += ["--job", str(run_dir / "job.json"), "--seed", str(point.repeat)]
+    if with_job:
+        a += ["--job", str(run_dir / "job.json")]
+    a += ["--seed", str(point.repeat)]
     return a
 
 
@@ -271,7 +278,7 @@ def gem5_command(
     script = ROOT / "configs" / g5.get("script", "numa_run.py")
     outdir = run_dir / "m5out"
     cmd = [rec["paths"]["gem5"], f"--outdir={outdir}", str(script)]
-    cmd += gem5_args(point, rec["paths"], run_dir)
+    cmd += gem5_args(point, rec["paths"], run_dir, with_job=not take_checkpoint)
     if checkpoint is not None:
         cmd += ["--take-checkpoint" if take_checkpoint else "--restore-checkpoint", str(checkpoint)]
     cmd += list(g5.get("args", []))
