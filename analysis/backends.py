@@ -285,8 +285,14 @@ def gem5_command(
     return cmd
 
 
+CALIBRATION_FILE = "numa_lb/calibration.csv"
+
+
 def checkpoint_key(rec: dict[str, Any]) -> str:
     """One boot checkpoint per (boot topology, kernel, image, gem5, configs code).
+
+    The calibration table is left out of the configs hash: it only turns a
+    factor into a link latency, which a restore may change.
 
     What the guest saw at boot (core count, memory map, SLIT) and the boot CPU
     decide the checkpoint; link latency, caches, ROI CPU and policy may differ at
@@ -307,7 +313,7 @@ def checkpoint_key(rec: dict[str, Any]) -> str:
         "kernel": prov["kernel_build_id"],
         "image": prov["image_id"],
         "gem5": prov["gem5_sha256"],
-        "configs": prov["code_revision"].get("configs"),
+        "configs": pv.tree_hash(ROOT / "configs", exclude=(CALIBRATION_FILE,)),
     }
     return hashlib.sha256(canonical_json(key).encode()).hexdigest()[:20]
 

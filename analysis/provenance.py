@@ -59,8 +59,11 @@ def cached_sha256(path: Path) -> str:
     return digest
 
 
-def tree_hash(root: Path, suffixes: tuple[str, ...] = CODE_SUFFIXES) -> str:
-    """Hash of the files (relative path + content) of a source tree; caches skipped."""
+def tree_hash(
+    root: Path, suffixes: tuple[str, ...] = CODE_SUFFIXES, exclude: tuple[str, ...] = ()
+) -> str:
+    """Hash of the files (relative path + content) of a source tree; caches and
+    the relative paths in ``exclude`` skipped."""
     h = hashlib.sha256()
     files = sorted(
         p
@@ -69,6 +72,7 @@ def tree_hash(root: Path, suffixes: tuple[str, ...] = CODE_SUFFIXES) -> str:
         and p.suffix in suffixes
         and "__pycache__" not in p.parts
         and not any(part.startswith(".") for part in p.relative_to(root).parts)
+        and str(p.relative_to(root)) not in exclude
     )
     for p in files:
         h.update(str(p.relative_to(root)).encode() + b"\0")
