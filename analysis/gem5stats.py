@@ -190,8 +190,13 @@ def remote_requests(
     external (controller) links first, then internal links by destination router
     (gem5's Topology::createLinks walks its (src, dst) map in order).
 
-    PROVISIONAL until checked on a real gem5 run whose answer is known; returns
-    None when the names it needs are absent.
+    The request vnet carries the caches' GETS/GETX (``Request_Control``) and
+    their writebacks (PUT, ``Writeback_Control``): both are accesses to the home
+    memory, and both are counted. Checked on a real run whose answer is known
+    (tests/gem5/test_numa_boot.py: one thread on socket 0 chasing pointers in
+    node 1's memory puts its misses on link 0->1, and nothing comparable on the
+    links to a socket it does not touch). Returns None when the names it needs
+    are absent.
     """
     if cfg is None:
         return None

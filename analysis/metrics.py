@@ -22,8 +22,8 @@ ipc                  per CPU insts/cycles; for the mix sum(insts) / sum(cycles).
 llc_misses           demand misses of the last-level cache (the private L2 under
                      MOESI_hammer) per CPU, socket, mix.
 llc_mpki             llc_misses per 1000 committed instructions (CPU, socket, mix).
-remote_requests,     gem5: memory requests served by another socket's directory /
-local_requests       by the own one (gem5stats.remote_requests; provisional).
+remote_requests,     gem5: memory requests (GETS/GETX and writebacks) served by another
+local_requests       socket's directory / by the own one (gem5stats.remote_requests).
 remote_ratio         remote / (local + remote) (gem5 only).
 remote_ratio_guest   guest view (kMLB): per thread group, the share of its
                      resident pages (numa_rss at the last sample) not on the node

@@ -177,9 +177,9 @@ def test_roi_stats_have_the_names_the_analysis_reads(restored: Path) -> None:
     rr = gem5stats.remote_requests(roi, gem5stats.load_config(restored / "config.json"))
     assert rr is not None and rr["consistent"], rr
     to_1 = rr["remote_by_link"]["0->1"]
-    others = [v for k, v in rr["remote_by_link"].items() if k != "0->1"]
-    assert to_1 > PTRCHASE_LOADS
-    assert to_1 > 10 * max(others), rr["remote_by_link"]
+    assert to_1 > PTRCHASE_LOADS  # every timed load misses; writebacks come on top
+    # socket 2 is touched by nobody: its link carries next to nothing
+    assert to_1 > 10 * rr["remote_by_link"]["0->2"], rr["remote_by_link"]
     assert rr["dir_requests"][1] >= to_1
 
 
