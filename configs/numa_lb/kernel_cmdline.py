@@ -30,5 +30,10 @@ def kernel_args(clock_hz: int, kernel_hz: int = DEBIAN_HZ, console: str = "ttyS0
         # (the scheduler skips the IPI for a CPU in mwait) waits for the next
         # tick, which NO_HZ idle has stopped. HLT idle is woken by an IPI.
         "idle=halt",
+        # gem5's TSCs all count the one simulated clock, but Linux assumes a
+        # multi-socket non-Intel machine without CONSTANT_TSC is unsynchronized,
+        # marks the TSC unstable and falls back to jiffies: 4 ms clock_gettime
+        # resolution, useless for the guest-timed workloads.
+        "tsc=reliable",
         "root={root_value}",
     ]

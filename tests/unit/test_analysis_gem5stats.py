@@ -1,27 +1,41 @@
 """gem5 stats.txt / config.json parsers, on files captured from a real gem5 run only.
 
-The fixture directory tests/fixtures/gem5-run/ must hold a real run's
-m5out/stats.txt (several dumps) and m5out/config.json, copied from a gem5
-v24.0.0.1 X86 MOESI_hammer run of configs/ (never hand-written). Until such a
-run exists the whole module is skipped with the reason below; the parser is
-then exercised only by the frame builder's "missing stats" paths.
+The fixture directory tests/fixtures/gem5-run/ is a real run directory of the
+gem5-small preset (gem5 v24.0.0.1 X86 MOESI_hammer, configs/numa_run.py),
+never hand-written; its m5out/stats.txt (ROI dump + exit dump) and
+m5out/config.json are stored xz-compressed and unpacked here.
 """
 
 from __future__ import annotations
 
+import lzma
 import math
 import re
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures" / "gem5-run"
+SRC = Path(__file__).resolve().parents[1] / "fixtures" / "gem5-run"
+if not (SRC / "m5out" / "stats.txt.xz").is_file():
+    pytest.skip("no real gem5 stats fixture yet", allow_module_level=True)
+
+
+def _unpack(src: Path) -> Path:
+    """The fixture run dir with its xz-compressed gem5 files (kept small in git)
+    decompressed, in a temporary directory."""
+    dst = Path(tempfile.mkdtemp(prefix="gem5-run-")) / "run"
+    shutil.copytree(src, dst)
+    for xz in dst.rglob("*.xz"):
+        xz.with_suffix("").write_bytes(lzma.decompress(xz.read_bytes()))
+        xz.unlink()
+    return dst
+
+
+FIX = _unpack(SRC)
 STATS = FIX / "m5out" / "stats.txt"
 CONFIG = FIX / "m5out" / "config.json"
-
-if not STATS.is_file():
-    pytest.skip("no real gem5 stats fixture yet", allow_module_level=True)
 
 from analysis.frames import load_run  # noqa: E402
 from analysis.gem5stats import (  # noqa: E402

@@ -178,6 +178,7 @@ def test_kernel_args_agree_with_the_clock() -> None:
         "console=ttyS0",
         "lpj=11200000",  # 2.8 GHz / HZ 250
         "idle=halt",  # no MWAIT idle: atomic_noncaching boots see no monitor writes
+        "tsc=reliable",  # gem5's TSCs are synchronous; else Linux times with jiffies
         "root={root_value}",
     ]
     assert "lpj=2000000" in Topology(cpu_clock_hz=2_000_000_000, kernel_hz=1000).kernel_args()
