@@ -44,8 +44,11 @@ from analysis.gem5stats import (  # noqa: E402
     load_config,
     parse_stats_file,
     parse_stats_text,
+    remote_requests,
     roi_dump,
+    roi_dump_index,
 )
+from analysis.metrics import gem5_metrics  # noqa: E402
 
 
 def test_every_dump_is_complete_and_every_value_line_is_read() -> None:
@@ -99,3 +102,31 @@ def test_config_json_and_core_counters() -> None:
     assert isinstance(cfg, dict)
     c = core_counters(roi_dump(parse_stats_file(STATS)).values)
     assert c["insts"], "per-CPU committed instructions found"
+
+
+def test_the_roi_dump_is_the_one_roi_json_names() -> None:
+    dumps = parse_stats_file(STATS)
+    idx = roi_dump_index(FIX / "m5out")
+    assert idx == 0 and len(dumps) == 2  # the ROI dump at workend, gem5's dump at exit
+    roi, last = roi_dump(dumps, idx), roi_dump(dumps)
+    assert roi is dumps[0] and last is dumps[1]
+    # the exit dump covers the ROI and the hand back after it
+    assert last.values["simInsts"] > roi.values["simInsts"] > 0
+    with pytest.raises(StatsError, match="truncated"):
+        roi_dump(dumps, 2)
+
+
+def test_ipc_mpki_and_remote_ratio_from_the_real_run() -> None:
+    values = roi_dump(parse_stats_file(STATS), roi_dump_index(FIX / "m5out")).values
+    cfg = load_config(CONFIG)
+    rows = {(r[0], r[2]): r[3] for r in gem5_metrics(values, cfg, "tiny", 1) if r[0] == "mix"}
+    for metric in ("instructions", "cycles", "ipc", "llc_mpki", "remote_ratio"):
+        assert ("mix", metric) in rows, metric
+    assert 0 < rows[("mix", "ipc")] < 4
+    assert 0 <= rows[("mix", "remote_ratio")] <= 1
+    rr = remote_requests(values, cfg)
+    assert rr is not None and rr["consistent"]
+    # every request reaching a directory is either local or remote: nothing lost
+    assert rr["local_total"] + rr["remote_total"] == sum(rr["dir_requests"].values())
+    # 4 sockets fully connected: 12 directed links, each counted
+    assert len(rr["remote_by_link"]) == 12
