@@ -18,7 +18,6 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import importlib.util
-import inspect
 import json
 import os
 import shutil
@@ -169,22 +168,6 @@ def load_qemu_boot() -> ModuleType:
     return mod
 
 
-def _jsonable(x: Any) -> Any:
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, str | int | float | bool) or x is None:
-        return x
-    if isinstance(x, Path):
-        return str(x)
-    if hasattr(x, "__dataclass_fields__"):
-        return _jsonable({k: getattr(x, k) for k in x.__dataclass_fields__})
-    if hasattr(x, "_asdict"):
-        return _jsonable(x._asdict())
-    return repr(x)
-
-
 def run_qemu(rec: dict[str, Any], run_dir: Path, timeout_s: float) -> Outcome:
     point = SweepPoint.from_dict(rec["point"])
     lat_key = "numa_factor" if point.numa_factor is not None else "link_latency"
@@ -193,42 +176,32 @@ def run_qemu(rec: dict[str, Any], run_dir: Path, timeout_s: float) -> Outcome:
     job = json.loads((run_dir / "job.json").read_text())
     out = run_dir / "guest"
     out.mkdir(parents=True, exist_ok=True)
-    qb = load_qemu_boot()
-    kwargs: dict[str, Any] = {
-        "kernel": Path(rec["paths"]["kernel"]),
-        "image": Path(rec["paths"]["image"]),
-        "job": job,
-        "out_dir": out,
-        "topology": topo,
-        "timeout": timeout_s,
-    }
-    params = inspect.signature(qb.run).parameters
-    if "log" in params or "log_path" in params:
-        kwargs["log" if "log" in params else "log_path"] = run_dir / "logs" / "console.log"
-    kwargs = {k: v for k, v in kwargs.items() if k in params or _has_var_kw(params)}
-    result = qb.run(**kwargs)
+    result = load_qemu_boot().run(
+        kernel=Path(rec["paths"]["kernel"]),
+        image=Path(rec["paths"]["image"]),
+        job=job,
+        out_dir=out,
+        topology=topo,
+        timeout=timeout_s,
+        log_path=run_dir / "logs" / "console.log",
+    )
     return outcome_from_qemu(result)
 
 
-def _has_var_kw(params: Any) -> bool:
-    return any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params.values())
-
-
 def outcome_from_qemu(result: Any) -> Outcome:
-    """Normalise qemu_boot.run's result (object, dict or tuple) into an Outcome."""
-    d = _jsonable(result)
-    if isinstance(d, list) and len(d) == 2 and isinstance(d[1], dict | str | int):
-        d = {"files": d[0], "status": d[1]}
-    if not isinstance(d, dict):
-        d = {"status": d}
-    status = d.get("status", d.get("state"))
-    exit_code = d.get("exit_code", d.get("returncode", d.get("qemu_exit_code")))
-    timed_out = bool(d.get("timed_out", False)) or status == "timeout"
-    ok = status in ("ok", "done", "success", 0, True) or (status is None and exit_code == 0)
-    if exit_code is None:
+    """qemu_boot.RunResult -> Outcome; the whole record is kept as details."""
+    ok = result.status == "ok"
+    if result.exit_code is not None:
+        exit_code = result.exit_code
+    else:
         exit_code = 0 if ok else 1
-    err = None if ok else str(d.get("error") or d.get("message") or f"qemu_boot status {status!r}")
-    return Outcome(exit_code=int(exit_code), timed_out=timed_out, error=err, details=d)
+    err = None if ok else (result.error or f"qemu_boot status {result.status!r}")
+    return Outcome(
+        exit_code=int(exit_code),
+        timed_out=result.status == "timeout",
+        error=err,
+        details=result.record(),
+    )
 
 
 # ------------------------------------------------------------------------ gem5
