@@ -1,11 +1,17 @@
 """NUMA-factor calibration: inter-socket link latency -> measured NUMA factor.
 
 The measurement is a sweep like any other (gem5 backend, 4 sockets x 1 core;
-per run a local (cpu node 0, memory node 0) and a remote (1, 2) ptrchase at
-the same time, which share no directory, memory controller or link; the
+per run one ``ptrchase --pairs=0:0,1:2``: a local (cpu node 0, memory node 0)
+and a one-hop remote (1, 2) chase, one after the other in one process; the
 latency is guest-timed, i.e. simulated time). ``ptrchase --sweep`` (every
-pair, one after the other, the matrix printed) is accepted too; it costs 8x
-the simulation time:
+pair, the matrix printed) is accepted too; it costs 8x the simulation time.
+
+Why not two programs at the same time (the first table did that): the first
+program's exit and the mix runner's wake-up then land inside the other's
+timed window whenever the windows overlap, which depends on the link
+latency, and the table had a 20 ns step between 12 and 14 cycles that was
+this, not the memory system. Every timed window now counts its context
+switches, and a run with any is left out.
 
     ./run_all.py run --preset calibration                # one run per link latency
     ./run_all.py calibrate results/calibration           # -> configs/numa_lb/calibration.csv
@@ -50,22 +56,39 @@ class Measurement:
     matrix_ns: list[list[float]]
 
 
-def _ptrchase_result(run: RunDir) -> dict[str, Any] | None:
-    """Local/remote latency of a run: a ``ptrchase --sweep`` program's own figures,
-    or, for single-pair programs (``--cpu-node``/``--mem-node``), the mean of the
-    local pairs and of the remote pairs; None unless every chase verified."""
+def _ptrchase_result(run: RunDir) -> dict[str, Any] | str:
+    """Local/remote latency of a run, or why it has none.
+
+    A ``ptrchase --pairs``/``--sweep`` program gives its own figures (pairs
+    measured one after another); single-pair programs (``--cpu-node``/
+    ``--mem-node``) give the mean of the local and of the remote programs. A
+    chase that did not verify, or whose timed window saw a context switch
+    (someone else's time is in the figure), makes the run unusable."""
     g = parse_results_file(run.guest / "results.jsonl")
     results = [p.get("result") for p in g.programs]
     results = [r for r in results if isinstance(r, dict) and r.get("workload") == "ptrchase"]
-    if not results or not all(r.get("verified") for r in results):
-        return None
+    if not results:
+        return "no ptrchase result"
+    if not all(r.get("verified") for r in results):
+        return "a ptrchase did not verify"
     for r in results:
-        if r.get("mode") == "sweep":
+        if r.get("mode") in ("sweep", "pairs"):
+            pairs = r.get("pairs", [])
+            switched = [p[:2] for p in pairs if len(p) > 4 and p[4] > 0]
+            if switched:
+                return f"context switches in the timed window of pairs {switched}"
+            if r.get("numa_factor") is None:
+                return "ptrchase measured no local and remote pair"
+            r = dict(r)
+            r.setdefault("matrix_ns", [p[:3] for p in pairs])
             return r
+    switched = [r.get("cpu_node") for r in results if r.get("ctx_switches_timed", 0) > 0]
+    if switched:
+        return f"context switches in the timed window of the chase on cpu nodes {switched}"
     local = [r["ns_per_load"] for r in results if r.get("cpu_node") == r.get("mem_node")]
     remote = [r["ns_per_load"] for r in results if r.get("cpu_node") != r.get("mem_node")]
     if not local or not remote:
-        return None
+        return "no local and remote ptrchase pair"
     lo, re_ = sum(local) / len(local), sum(remote) / len(remote)
     matrix = [[r.get("cpu_node"), r.get("mem_node"), r["ns_per_load"]] for r in results]
     return {"local_ns": lo, "remote_ns": re_, "numa_factor": re_ / lo, "matrix_ns": matrix}
@@ -88,8 +111,8 @@ def collect(out: Path) -> tuple[list[Measurement], list[str]]:
             skipped.append(f"{name}: not a multi-socket gem5 run")
             continue
         res = _ptrchase_result(run)
-        if res is None:
-            skipped.append(f"{name}: no verified local + remote ptrchase result")
+        if isinstance(res, str):
+            skipped.append(f"{name}: {res}")
             continue
         topo_file = run.m5out / "numa_topology.json"
         topo = json.loads(topo_file.read_text()) if topo_file.exists() else {}

@@ -342,6 +342,41 @@ def test_ptrchase_sweep_matrix(wlbuild: Path) -> None:
     assert "NUMA factor" in p.stderr and "cpu\\mem" in p.stderr
 
 
+def test_ptrchase_pairs_one_after_another(wlbuild: Path) -> None:
+    node = min(online_nodes())
+    size = 2 << 20
+    p = subprocess.run(
+        [str(wlbuild / "ptrchase"), f"--pairs={node}:{node},{node}:{node}", f"--size={size}",
+         "--iters=20000"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["mode"] == "pairs" and d["verified"] and "matrix_ns" not in d
+    assert [x[:2] for x in d["pairs"]] == [[node, node], [node, node]]
+    for _, _, ns, pages, ctx in d["pairs"]:
+        assert ns > 0 and pages == d["pages_per_pair"] and ctx >= 0
+    # two local pairs: the local mean is theirs, no remote figure, no factor
+    assert d["local_ns"] == pytest.approx((d["pairs"][0][2] + d["pairs"][1][2]) / 2, rel=1e-3)
+    assert d["remote_ns"] is None and d["numa_factor"] is None
+    assert f"cpu node {node}, memory node {node}" in p.stderr
+
+
+def test_ptrchase_pairs_naming_a_node_without_memory_is_a_usage_error(wlbuild: Path) -> None:
+    node = min(online_nodes())
+    bad = max(online_nodes()) + 1
+    p = subprocess.run(
+        [str(wlbuild / "ptrchase"), f"--pairs={node}:{bad}", "--size=1M", "--iters=1000"],
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert p.returncode == 2 and f"node {bad} has no memory" in p.stderr
+
+
+def test_ptrchase_counts_context_switches_in_the_timed_window(wlbuild: Path) -> None:
+    d = run(wlbuild, "ptrchase", "--size=1M", "--iters=20000")
+    assert isinstance(d["ctx_switches_timed"], int) and d["ctx_switches_timed"] >= 0
+
+
 def test_ptrchase_unknown_mem_node_fails_cleanly(wlbuild: Path) -> None:
     bad = max(online_nodes()) + 1
     p = subprocess.run(
@@ -402,6 +437,12 @@ def test_threads_visible_in_proc_while_running(wlbuild: Path) -> None:
         ("master_clients", ["--private-size=1"]),
         ("compute_small", ["--verify-stride=0"]),
         ("ptrchase", ["--sweep", "--cpu-node=0"]),
+        ("ptrchase", ["--sweep", "--pairs=0:0"]),
+        ("ptrchase", ["--pairs=0:0", "--mem-node=0"]),
+        ("ptrchase", ["--pairs=0:0,"]),
+        ("ptrchase", ["--pairs=0"]),
+        ("ptrchase", ["--pairs=a:b"]),
+        ("ptrchase", ["--pairs=" + ",".join(["0:0"] * 65)]),
         ("ptrchase", ["--size=64"]),
         ("ptrchase", ["--bogus"]),
     ],

@@ -77,16 +77,48 @@ static void usage(FILE *f, const char *name, const char *about, unsigned extra)
 		fprintf(f, "  --cpu-node N      run on the CPUs of node N\n"
 			   "  --mem-node N      place the chain on node N (mbind MPOL_BIND)\n"
 			   "  --sweep           measure every (cpu node, mem node) pair\n"
+			   "  --pairs C:M[,C:M] measure these (cpu node, mem node) pairs,\n"
+			   "                    one after another\n"
 			   "  --no-hugepage     do not madvise(MADV_HUGEPAGE) the chain\n");
 	fprintf(f, "\nPrints one JSON line on stdout. Exit: 0 ok, 1 verification failed,\n"
 		   "2 usage, 3 runtime error.\n");
+}
+
+/* "C:M[,C:M...]" -> o->pair_cpu/pair_mem; at most WL_MAX_PAIRS pairs. */
+static int parse_pairs(const char *s, struct wl_opts *o)
+{
+	const char *p = s;
+
+	o->npairs = 0;
+	while (*p) {
+		char *end;
+		long c, m;
+
+		if (o->npairs == WL_MAX_PAIRS)
+			return -1;
+		errno = 0;
+		c = strtol(p, &end, 10);
+		if (end == p || *end != ':' || errno || c < 0 || c >= WL_MAX_NODES)
+			return -1;
+		p = end + 1;
+		m = strtol(p, &end, 10);
+		if (end == p || (*end && *end != ',') || errno || m < 0 || m >= WL_MAX_NODES)
+			return -1;
+		o->pair_cpu[o->npairs] = (int)c;
+		o->pair_mem[o->npairs] = (int)m;
+		o->npairs++;
+		p = *end ? end + 1 : end;
+		if (*end && !*p)
+			return -1;	/* trailing comma */
+	}
+	return o->npairs ? 0 : -1;
 }
 
 int wl_parse(int argc, char **argv, const char *name, const char *about,
 	     unsigned extra, struct wl_opts *o, int *exit_code)
 {
 	enum { O_SIZE = 256, O_THREADS, O_ITERS, O_SEED, O_NOPLACE, O_SHARE,
-	       O_PRIVATE, O_VSTRIDE, O_CPUNODE, O_MEMNODE, O_SWEEP, O_NOHUGE,
+	       O_PRIVATE, O_VSTRIDE, O_CPUNODE, O_MEMNODE, O_SWEEP, O_PAIRS, O_NOHUGE,
 	       O_HELP };
 	static const struct option lo[] = {
 		{ "size", required_argument, NULL, O_SIZE },
@@ -100,6 +132,7 @@ int wl_parse(int argc, char **argv, const char *name, const char *about,
 		{ "cpu-node", required_argument, NULL, O_CPUNODE },
 		{ "mem-node", required_argument, NULL, O_MEMNODE },
 		{ "sweep", no_argument, NULL, O_SWEEP },
+		{ "pairs", required_argument, NULL, O_PAIRS },
 		{ "no-hugepage", no_argument, NULL, O_NOHUGE },
 		{ "help", no_argument, NULL, O_HELP },
 		{ NULL, 0, NULL, 0 },
@@ -160,6 +193,10 @@ int wl_parse(int argc, char **argv, const char *name, const char *about,
 			} else {
 				o->mem_node = (int)v;
 			}
+			break;
+		case O_PAIRS:
+			if (!(extra & WL_OPT_PTRCHASE) || parse_pairs(optarg, o))
+				bad = "--pairs";
 			break;
 		case O_SWEEP:
 		case O_NOHUGE:

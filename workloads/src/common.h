@@ -19,6 +19,7 @@
 
 #define WL_MAX_NODES 1024	/* histogram width; > any node id we will see */
 #define WL_MAX_THREADS 1024
+#define WL_MAX_PAIRS 64	/* ptrchase --pairs */
 
 /* Exit codes shared by every workload (documented in workloads/README.md). */
 enum { WL_EX_OK = 0, WL_EX_VERIFY = 1, WL_EX_USAGE = 2, WL_EX_RUNTIME = 3 };
@@ -35,6 +36,8 @@ struct wl_opts {
 	uint64_t verify_stride;	/* compute_small: verify every Nth element */
 	int cpu_node, mem_node;	/* ptrchase: -1 = not bound */
 	int sweep;		/* ptrchase: all (cpu, mem) node pairs */
+	int npairs;		/* ptrchase --pairs: these pairs, one after another */
+	int pair_cpu[WL_MAX_PAIRS], pair_mem[WL_MAX_PAIRS];
 	int hugepage;		/* ptrchase: madvise(MADV_HUGEPAGE) */
 };
 

@@ -9,7 +9,13 @@
  * threads to that node's CPUs (sched_setaffinity), --mem-node binds the
  * region to that node (mbind MPOL_BIND, raw syscall: no libnuma).
  * --sweep measures every (cpu node, mem node) pair and prints the matrix
- * and the NUMA factor = mean remote latency / mean local latency.
+ * and the NUMA factor = mean remote latency / mean local latency; --pairs
+ * does the same for the listed pairs only. Pairs are measured one after
+ * another in this one process, so no other program of the mix starts or
+ * ends inside a timed window (two concurrent ptrchase programs do: the
+ * first one's exit and its parent's wake-up land in the other's window).
+ * Each timed window also records the context switches it saw (getrusage
+ * RUSAGE_THREAD): a non-zero count means the figure includes someone else.
  *
  * The random order defeats prefetchers; THP (madvise) keeps TLB misses
  * out of the figure as far as the kernel allows (--no-hugepage to see
@@ -30,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -58,6 +65,7 @@ struct chase {
 	void *map_base;		/* lines is map_base rounded up to 2 MiB */
 	size_t map_len;
 	double ns_per_load;
+	long ctx_switches;	/* voluntary + involuntary, in the timed window */
 	int verified, err, placement_node_pages_ok;
 	struct wl_thread_rec rec;
 	const char *errmsg;
@@ -158,6 +166,7 @@ static void *chase_thread(void *arg)
 	struct line *end;
 	uint64_t warm;
 	double t0, t1;
+	struct rusage ru0, ru1;
 
 	wl_thread_start(&c->rec);
 	if (c->cpu_node >= 0) {
@@ -225,10 +234,13 @@ static void *chase_thread(void *arg)
 	warm = n < 100000 ? n : 100000;
 	pthread_barrier_wait(c->ready);	/* concurrent threads start together */
 	end = walk(&c->lines[0], warm);
+	getrusage(RUSAGE_THREAD, &ru0);
 	t0 = wl_now();
 	end = walk(end, c->loads);
 	t1 = wl_now();
+	getrusage(RUSAGE_THREAD, &ru1);
 	c->ns_per_load = (t1 - t0) * 1e9 / (double)c->loads;
+	c->ctx_switches = (ru1.ru_nvcsw - ru0.ru_nvcsw) + (ru1.ru_nivcsw - ru0.ru_nivcsw);
 
 	/* the timed loop must have taken exactly warm + loads steps */
 	steps = (warm + c->loads) % n;
@@ -297,6 +309,16 @@ static double mean_ns(const struct chase *cs, int n)
 	return s / n;
 }
 
+static long ctx_switches(const struct chase *cs, int n)
+{
+	long s = 0;
+	int t;
+
+	for (t = 0; t < n; t++)
+		s += cs[t].ctx_switches;
+	return s;
+}
+
 static void release(struct chase *cs, int n)
 {
 	int t;
@@ -336,6 +358,7 @@ static int run_single(const struct wl_opts *o, struct chase *cs, double t0)
 	for (t = 0; t < o->threads; t++)
 		wl_json_raw(&j, "%s%.4f", t ? "," : "", cs[t].ns_per_load);
 	wl_json_raw(&j, "]");
+	wl_json_i64(&j, "ctx_switches_timed", ctx_switches(cs, o->threads));
 	wl_json_bool(&j, "hugepage", o->hugepage);
 	wl_json_bool(&j, "verified", ok);
 	{
@@ -362,15 +385,11 @@ static int run_single(const struct wl_opts *o, struct chase *cs, double t0)
 	return ok ? WL_EX_OK : WL_EX_VERIFY;
 }
 
-static int run_sweep(const struct wl_opts *o, struct chase *cs, double t0)
+/* The nodes with CPUs and the nodes with memory, in id order. */
+static int online_nodes(int *cpun, int *ncpu, int *memn, int *nmem)
 {
 	unsigned char online[WL_MAX_NODES], mem[WL_MAX_NODES];
-	int cpun[WL_MAX_NODES], memn[WL_MAX_NODES], ncpu = 0, nmem = 0;
-	uint64_t bytes = (o->size / sizeof(struct line)) * sizeof(struct line);
-	double *lat, local = 0, remote = 0;
-	int nlocal = 0, nremote = 0, i, k, t, rc, ok = 1, tasks = -1;
-	long *onnode;
-	struct wl_json j;
+	int i;
 
 	if (parse_list("/sys/devices/system/node/online", online, WL_MAX_NODES) <= 0) {
 		fprintf(stderr, "ptrchase: no NUMA nodes in /sys/devices/system/node\n");
@@ -378,53 +397,116 @@ static int run_sweep(const struct wl_opts *o, struct chase *cs, double t0)
 	}
 	if (parse_list("/sys/devices/system/node/has_memory", mem, WL_MAX_NODES) <= 0)
 		memcpy(mem, online, sizeof(mem));
+	*ncpu = *nmem = 0;
 	for (i = 0; i < WL_MAX_NODES; i++) {
 		cpu_set_t set;
 
 		if (online[i] && node_cpus(i, &set) == 0)
-			cpun[ncpu++] = i;
+			cpun[(*ncpu)++] = i;
 		if (online[i] && mem[i])
-			memn[nmem++] = i;
+			memn[(*nmem)++] = i;
 	}
-	lat = calloc((size_t)(ncpu * nmem), sizeof(double));
-	onnode = calloc((size_t)(ncpu * nmem), sizeof(long));
-	if (!lat || !onnode)
+	return WL_EX_OK;
+}
+
+static int in_list(const int *v, int n, int x)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (v[i] == x)
+			return 1;
+	return 0;
+}
+
+static void json_int_list(struct wl_json *j, const char *key, const int *v, int n)
+{
+	int i;
+
+	wl_json_key(j, key);
+	wl_json_raw(j, "[");
+	for (i = 0; i < n; i++)
+		wl_json_raw(j, "%s%d", i ? "," : "", v[i]);
+	wl_json_raw(j, "]");
+}
+
+/*
+ * --sweep (every cpu node x every memory node, printed as a matrix too) or
+ * --pairs (the listed pairs): one pair after another, nothing concurrent.
+ */
+static int run_pairs(const struct wl_opts *o, struct chase *cs, double t0)
+{
+	static int cpun[WL_MAX_NODES], memn[WL_MAX_NODES];
+	int ncpu, nmem, npairs, i, k, p, t, rc, ok = 1, tasks = -1;
+	int nlocal = 0, nremote = 0;
+	uint64_t bytes = (o->size / sizeof(struct line)) * sizeof(struct line);
+	double *lat, local = 0, remote = 0;
+	int *pc, *pm;
+	long *onnode, *ctx;
+	struct wl_json j;
+
+	rc = online_nodes(cpun, &ncpu, memn, &nmem);
+	if (rc)
+		return rc;
+	npairs = o->sweep ? ncpu * nmem : o->npairs;
+	pc = calloc((size_t)npairs, sizeof(*pc));
+	pm = calloc((size_t)npairs, sizeof(*pm));
+	lat = calloc((size_t)npairs, sizeof(*lat));
+	onnode = calloc((size_t)npairs, sizeof(*onnode));
+	ctx = calloc((size_t)npairs, sizeof(*ctx));
+	if (!pc || !pm || !lat || !onnode || !ctx)
 		return WL_EX_RUNTIME;
-
-	for (i = 0; i < ncpu; i++)
-		for (k = 0; k < nmem; k++) {
-			long hist[WL_MAX_NODES] = { 0 }, absent, errs;
-
-			rc = measure(o, cpun[i], memn[k], cs, &tasks);
-			if (rc)
-				return rc;
-			lat[i * nmem + k] = mean_ns(cs, o->threads);
-			for (t = 0; t < o->threads; t++) {
-				ok = ok && cs[t].verified;
-				if (wl_page_nodes(cs[t].lines, bytes, hist, &absent, &errs) == 0)
-					onnode[i * nmem + k] += hist[memn[k]];
-			}
-			release(cs, o->threads);
-			if (cpun[i] == memn[k]) {
-				local += lat[i * nmem + k];
-				nlocal++;
-			} else {
-				remote += lat[i * nmem + k];
-				nremote++;
-			}
+	for (p = 0; p < npairs; p++) {
+		pc[p] = o->sweep ? cpun[p / nmem] : o->pair_cpu[p];
+		pm[p] = o->sweep ? memn[p % nmem] : o->pair_mem[p];
+		if (!in_list(cpun, ncpu, pc[p]) || !in_list(memn, nmem, pm[p])) {
+			fprintf(stderr, "ptrchase: --pairs %d:%d: node %d has no %s\n", pc[p],
+				pm[p], in_list(cpun, ncpu, pc[p]) ? pm[p] : pc[p],
+				in_list(cpun, ncpu, pc[p]) ? "memory" : "CPUs");
+			return WL_EX_USAGE;
 		}
+	}
 
-	/* human-readable matrix on stderr, machine-readable line on stdout */
-	fprintf(stderr, "ptrchase: ns per load, rows = cpu node, columns = memory node\n");
-	fprintf(stderr, "%8s", "cpu\\mem");
-	for (k = 0; k < nmem; k++)
-		fprintf(stderr, " %9d", memn[k]);
-	fprintf(stderr, "\n");
-	for (i = 0; i < ncpu; i++) {
-		fprintf(stderr, "%8d", cpun[i]);
+	for (p = 0; p < npairs; p++) {
+		long hist[WL_MAX_NODES] = { 0 }, absent, errs;
+
+		rc = measure(o, pc[p], pm[p], cs, &tasks);
+		if (rc)
+			return rc;
+		lat[p] = mean_ns(cs, o->threads);
+		ctx[p] = ctx_switches(cs, o->threads);
+		for (t = 0; t < o->threads; t++) {
+			ok = ok && cs[t].verified;
+			if (wl_page_nodes(cs[t].lines, bytes, hist, &absent, &errs) == 0)
+				onnode[p] += hist[pm[p]];
+		}
+		release(cs, o->threads);
+		if (pc[p] == pm[p]) {
+			local += lat[p];
+			nlocal++;
+		} else {
+			remote += lat[p];
+			nremote++;
+		}
+	}
+
+	/* human-readable figures on stderr, machine-readable line on stdout */
+	if (o->sweep) {
+		fprintf(stderr, "ptrchase: ns per load, rows = cpu node, columns = memory node\n");
+		fprintf(stderr, "%8s", "cpu\\mem");
 		for (k = 0; k < nmem; k++)
-			fprintf(stderr, " %9.2f", lat[i * nmem + k]);
+			fprintf(stderr, " %9d", memn[k]);
 		fprintf(stderr, "\n");
+		for (i = 0; i < ncpu; i++) {
+			fprintf(stderr, "%8d", cpun[i]);
+			for (k = 0; k < nmem; k++)
+				fprintf(stderr, " %9.2f", lat[i * nmem + k]);
+			fprintf(stderr, "\n");
+		}
+	} else {
+		for (p = 0; p < npairs; p++)
+			fprintf(stderr, "ptrchase: cpu node %d, memory node %d: %.2f ns per load\n",
+				pc[p], pm[p], lat[p]);
 	}
 	if (nlocal && nremote)
 		fprintf(stderr, "ptrchase: NUMA factor (mean remote / mean local) = %.3f\n",
@@ -436,39 +518,40 @@ static int run_sweep(const struct wl_opts *o, struct chase *cs, double t0)
 	wl_json_begin(&j);
 	wl_json_common(&j, "ptrchase", o, tasks, o->threads, 0.0, wl_now() - t0,
 		       wl_now() - t0);
-	wl_json_str(&j, "mode", "sweep");
+	wl_json_str(&j, "mode", o->sweep ? "sweep" : "pairs");
 	wl_json_u64(&j, "chain_lines", o->size / sizeof(struct line));
 	wl_json_u64(&j, "loads_per_thread", o->iters);
 	wl_json_bool(&j, "hugepage", o->hugepage);
-	wl_json_key(&j, "cpu_nodes");
+	json_int_list(&j, "cpu_nodes", cpun, ncpu);
+	json_int_list(&j, "mem_nodes", memn, nmem);
+	/* [cpu node, mem node, ns per load, pages on the mem node, context switches] */
+	wl_json_key(&j, "pairs");
 	wl_json_raw(&j, "[");
-	for (i = 0; i < ncpu; i++)
-		wl_json_raw(&j, "%s%d", i ? "," : "", cpun[i]);
+	for (p = 0; p < npairs; p++)
+		wl_json_raw(&j, "%s[%d,%d,%.4f,%ld,%ld]", p ? "," : "", pc[p], pm[p], lat[p],
+			    onnode[p], ctx[p]);
 	wl_json_raw(&j, "]");
-	wl_json_key(&j, "mem_nodes");
-	wl_json_raw(&j, "[");
-	for (k = 0; k < nmem; k++)
-		wl_json_raw(&j, "%s%d", k ? "," : "", memn[k]);
-	wl_json_raw(&j, "]");
-	wl_json_key(&j, "matrix_ns");
-	wl_json_raw(&j, "[");
-	for (i = 0; i < ncpu; i++) {
-		wl_json_raw(&j, "%s[", i ? "," : "");
-		for (k = 0; k < nmem; k++)
-			wl_json_raw(&j, "%s%.4f", k ? "," : "", lat[i * nmem + k]);
+	if (o->sweep) {
+		wl_json_key(&j, "matrix_ns");
+		wl_json_raw(&j, "[");
+		for (i = 0; i < ncpu; i++) {
+			wl_json_raw(&j, "%s[", i ? "," : "");
+			for (k = 0; k < nmem; k++)
+				wl_json_raw(&j, "%s%.4f", k ? "," : "", lat[i * nmem + k]);
+			wl_json_raw(&j, "]");
+		}
+		wl_json_raw(&j, "]");
+		/* pages found on the requested memory node, per pair: the binding check */
+		wl_json_key(&j, "pages_on_mem_node");
+		wl_json_raw(&j, "[");
+		for (i = 0; i < ncpu; i++) {
+			wl_json_raw(&j, "%s[", i ? "," : "");
+			for (k = 0; k < nmem; k++)
+				wl_json_raw(&j, "%s%ld", k ? "," : "", onnode[i * nmem + k]);
+			wl_json_raw(&j, "]");
+		}
 		wl_json_raw(&j, "]");
 	}
-	wl_json_raw(&j, "]");
-	/* pages found on the requested memory node, per pair: the binding check */
-	wl_json_key(&j, "pages_on_mem_node");
-	wl_json_raw(&j, "[");
-	for (i = 0; i < ncpu; i++) {
-		wl_json_raw(&j, "%s[", i ? "," : "");
-		for (k = 0; k < nmem; k++)
-			wl_json_raw(&j, "%s%ld", k ? "," : "", onnode[i * nmem + k]);
-		wl_json_raw(&j, "]");
-	}
-	wl_json_raw(&j, "]");
 	wl_json_i64(&j, "pages_per_pair",
 		    (int64_t)(o->threads * ((bytes + (uint64_t)sysconf(_SC_PAGESIZE) - 1) /
 					    (uint64_t)sysconf(_SC_PAGESIZE))));
@@ -478,8 +561,11 @@ static int run_sweep(const struct wl_opts *o, struct chase *cs, double t0)
 		    nlocal && nremote ? (remote / nremote) / (local / nlocal) : NAN);
 	wl_json_bool(&j, "verified", ok);
 	wl_json_end_print(&j);
+	free(pc);
+	free(pm);
 	free(lat);
 	free(onnode);
+	free(ctx);
 	return ok ? WL_EX_OK : WL_EX_VERIFY;
 }
 
@@ -500,12 +586,19 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ptrchase: --size must hold 2 .. 2^32-1 lines of 64 bytes\n");
 		return WL_EX_USAGE;
 	}
-	if (o.sweep && (o.cpu_node >= 0 || o.mem_node >= 0)) {
-		fprintf(stderr, "ptrchase: --sweep chooses the nodes itself\n");
+	if ((o.sweep || o.npairs) && (o.cpu_node >= 0 || o.mem_node >= 0)) {
+		fprintf(stderr, "ptrchase: --%s chooses the nodes itself\n",
+			o.sweep ? "sweep" : "pairs");
+		return WL_EX_USAGE;
+	}
+	if (o.sweep && o.npairs) {
+		fprintf(stderr, "ptrchase: --sweep and --pairs exclude each other\n");
 		return WL_EX_USAGE;
 	}
 	cs = calloc((size_t)o.threads, sizeof(*cs));
 	if (!cs)
 		return WL_EX_RUNTIME;
-	return o.sweep ? run_sweep(&o, cs, wl_now()) : run_single(&o, cs, wl_now());
+	if (o.sweep || o.npairs)
+		return run_pairs(&o, cs, wl_now());
+	return run_single(&o, cs, wl_now());
 }
