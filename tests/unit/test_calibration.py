@@ -6,6 +6,8 @@ calibration`); here only what is done with them is checked.
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -49,3 +51,33 @@ def test_collect_skips_what_is_not_a_finished_calibration_run(tmp_path: Path) ->
     assert found == [] and skipped == ["abc: state None"]
     assert cal.main(tmp_path, do_check=False, write=tmp_path / "x.csv") == 1
     assert not (tmp_path / "x.csv").exists()
+
+
+FIXTURE = ROOT / "tests" / "fixtures" / "calibration-run"
+
+
+def test_a_real_pairs_run_gives_its_local_and_remote_latency() -> None:
+    found, skipped = cal.collect(FIXTURE)
+    assert skipped == [] and len(found) == 1
+    (m,) = found
+    assert m.link_latency_cycles == 10 and m.numa_factor_requested is None
+    assert m.local_ns == pytest.approx(70.9932) and m.remote_ns == pytest.approx(79.2507)
+    assert m.numa_factor_measured == pytest.approx(79.2507 / 70.9932, rel=1e-6)
+    assert [row[:2] for row in m.matrix_ns] == [[0, 0], [1, 2]]
+
+
+def test_a_context_switch_in_a_timed_window_leaves_the_run_out(tmp_path: Path) -> None:
+    shutil.copytree(FIXTURE, tmp_path / "cal")
+    (results,) = (tmp_path / "cal").glob("runs/*/guest/results.jsonl")
+    lines = []
+    for line in results.read_text().splitlines():
+        rec = json.loads(line)
+        if isinstance(rec.get("result"), dict) and rec["result"].get("mode") == "pairs":
+            rec["result"]["pairs"][1][4] = 3  # three switches while timing 1 -> 2
+        lines.append(json.dumps(rec))
+    results.write_text("\n".join(lines) + "\n")
+    found, skipped = cal.collect(tmp_path / "cal")
+    assert found == []
+    assert (
+        len(skipped) == 1 and "context switches in the timed window of pairs [[1, 2]]" in skipped[0]
+    )
