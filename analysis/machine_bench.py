@@ -122,6 +122,8 @@ def main(gem5: str | None, cores: list[int], pf_off: bool, out: Path | None) -> 
                     done[x.label] = measure(gem5, x, kernel, image, work)
             r, b = done[m.label], done[baseline.label]
             row = dict(r, baseline=baseline.label)
+            row["baseline_boot_host_s"] = b["boot_host_s"]
+            row["baseline_roi_ips"] = b["roi_ips"]
             row["boot_ratio"] = round(r["boot_host_s"] / b["boot_host_s"], 3)
             if r["roi_ips"] and b["roi_ips"]:
                 row["ips_ratio"] = round(r["roi_ips"] / b["roi_ips"], 3)
