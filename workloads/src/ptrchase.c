@@ -454,8 +454,10 @@ static int run_pairs(const struct wl_opts *o, struct chase *cs, double t0)
 	lat = calloc((size_t)npairs, sizeof(*lat));
 	onnode = calloc((size_t)npairs, sizeof(*onnode));
 	ctx = calloc((size_t)npairs, sizeof(*ctx));
-	if (!pc || !pm || !lat || !onnode || !ctx)
-		return WL_EX_RUNTIME;
+	if (!pc || !pm || !lat || !onnode || !ctx) {
+		rc = WL_EX_RUNTIME;
+		goto out;
+	}
 	for (p = 0; p < npairs; p++) {
 		pc[p] = o->sweep ? cpun[p / nmem] : o->pair_cpu[p];
 		pm[p] = o->sweep ? memn[p % nmem] : o->pair_mem[p];
@@ -463,7 +465,8 @@ static int run_pairs(const struct wl_opts *o, struct chase *cs, double t0)
 			fprintf(stderr, "ptrchase: --pairs %d:%d: node %d has no %s\n", pc[p],
 				pm[p], in_list(cpun, ncpu, pc[p]) ? pm[p] : pc[p],
 				in_list(cpun, ncpu, pc[p]) ? "memory" : "CPUs");
-			return WL_EX_USAGE;
+			rc = WL_EX_USAGE;
+			goto out;
 		}
 	}
 
@@ -472,7 +475,7 @@ static int run_pairs(const struct wl_opts *o, struct chase *cs, double t0)
 
 		rc = measure(o, pc[p], pm[p], cs, &tasks);
 		if (rc)
-			return rc;
+			goto out;
 		lat[p] = mean_ns(cs, o->threads);
 		ctx[p] = ctx_switches(cs, o->threads);
 		for (t = 0; t < o->threads; t++) {
@@ -561,12 +564,14 @@ static int run_pairs(const struct wl_opts *o, struct chase *cs, double t0)
 		    nlocal && nremote ? (remote / nremote) / (local / nlocal) : NAN);
 	wl_json_bool(&j, "verified", ok);
 	wl_json_end_print(&j);
+	rc = ok ? WL_EX_OK : WL_EX_VERIFY;
+out:
 	free(pc);
 	free(pm);
 	free(lat);
 	free(onnode);
 	free(ctx);
-	return ok ? WL_EX_OK : WL_EX_VERIFY;
+	return rc;
 }
 
 int main(int argc, char **argv)
