@@ -58,7 +58,7 @@ def parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="run a sweep (the default command)")
     r.add_argument("spec", nargs="?", type=Path, help="a sweep spec TOML file")
-    r.add_argument("--preset", help="a preset from analysis/presets (quick, paper, sensitivity)")
+    r.add_argument("--preset", help="a preset from analysis/sweep/presets (quick, paper, sensitivity)")
     r.add_argument(
         "--set",
         action="append",
@@ -141,44 +141,44 @@ def main(argv: list[str] | None = None) -> int:
     a = parser().parse_args(argv)
 
     if a.command == "worker":
-        from analysis.worker import run_one
+        from analysis.sweep.worker import run_one
 
         return run_one(a.run_dir, a.executor)
     if a.command == "presets":
-        from analysis.spec import load_spec, preset_names
+        from analysis.sweep.spec import load_spec, preset_names
 
         for n in preset_names():
             sp = load_spec(preset=n)
             print(f"{n:12s} {sp.description}")
         return 0
     if a.command == "status":
-        from analysis.sweep import status_table
+        from analysis.sweep.driver import status_table
 
         print(status_table(a.out))
         return 0
     if a.command == "report":
-        from analysis.report import write_report
+        from analysis.results.report import write_report
 
         paths = write_report(a.dirs, a.out or a.dirs[0], title=a.title)
         for k in ("html", "md", "frame"):
             print(f"{k}: {paths[k]}")
         return 0
     if a.command == "bench-machine":
-        from analysis.machine_bench import main as machine_bench_main
+        from analysis.results.machine_bench import main as machine_bench_main
 
         cores = [int(x) for x in a.cores.split(",") if x.strip()]
         return machine_bench_main(a.gem5, cores, a.pf_off, a.out)
     if a.command == "calibrate":
-        from analysis.calibration import main as calibrate_main
+        from analysis.results.calibration import main as calibrate_main
 
         return calibrate_main(a.out, a.check, a.write)
     if a.command == "bench":
-        from analysis.bench import main as bench_main
+        from analysis.results.bench import main as bench_main
 
         return bench_main(a.runs, a.src, a.workdir, a.keep)
 
-    from analysis.spec import SpecError, load_spec
-    from analysis.sweep import EXIT_USAGE, Options, run_sweep
+    from analysis.sweep.driver import EXIT_USAGE, Options, run_sweep
+    from analysis.sweep.spec import SpecError, load_spec
 
     if (a.spec is None) == (a.preset is None):
         print(

@@ -1,0 +1,4 @@
+"""Sweeps and their analysis.
+
+``sweep`` runs the study; ``results`` turns run directories into reports.
+"""

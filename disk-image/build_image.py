@@ -646,7 +646,7 @@ def build(force: bool = False, rebuild_rootfs: bool = False) -> Path:
             manifest = json.loads((staged / MANIFEST_PATH.lstrip("/")).read_text())
         usage = fs_usage(work / "rootfs.img")
         meta = {
-            "image_id": key,  # what run provenance records (analysis/provenance.py)
+            "image_id": key,  # what run provenance records (analysis/sweep/provenance.py)
             "image_key": key,
             "rootfs_key": rkey,
             "image": "rootfs.img",

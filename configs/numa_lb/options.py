@@ -1,6 +1,6 @@
 """Command-line options that describe the machine, shared by every configs/ script.
 
-The flag names are the contract with ``analysis/backends.py`` (``gem5_args``):
+The flag names are the contract with ``analysis/sweep/backends.py`` (``gem5_args``):
 one flag per ``Topology`` field, human units accepted ("512MiB", "2.8GHz",
 "20ns"). Pure Python, importable without gem5.
 """

@@ -163,7 +163,7 @@ def test_m5_ops_reach_gem5(restored: Path) -> None:
 
 
 def test_roi_stats_have_the_names_the_analysis_reads(restored: Path) -> None:
-    from analysis import gem5stats  # noqa: PLC0415
+    from analysis.results import gem5stats  # noqa: PLC0415
 
     dumps = gem5stats.parse_stats_file(restored / "stats.txt")
     roi = gem5stats.roi_dump(dumps, gem5stats.roi_dump_index(restored)).values

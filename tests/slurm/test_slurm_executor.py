@@ -27,12 +27,12 @@ ROOT = Path(__file__).resolve().parents[2]
 UNIT = ROOT / "tests" / "unit"
 sys.path.insert(0, str(ROOT))
 
-from analysis import backends as bk  # noqa: E402
-from analysis import slurm as sl  # noqa: E402
-from analysis import sweep  # noqa: E402
-from analysis.point import Provenance  # noqa: E402
-from analysis.rundir import RunDir  # noqa: E402
-from analysis.spec import load_spec  # noqa: E402
+from analysis.sweep import backends as bk  # noqa: E402
+from analysis.sweep import driver as sweep  # noqa: E402
+from analysis.sweep import slurm as sl  # noqa: E402
+from analysis.sweep.point import Provenance  # noqa: E402
+from analysis.sweep.rundir import RunDir  # noqa: E402
+from analysis.sweep.spec import load_spec  # noqa: E402
 
 
 def statuses(out: Path) -> list[dict[str, Any]]:

@@ -37,8 +37,8 @@ FIX = _unpack(SRC)
 STATS = FIX / "m5out" / "stats.txt"
 CONFIG = FIX / "m5out" / "config.json"
 
-from analysis.frames import load_run  # noqa: E402
-from analysis.gem5stats import (  # noqa: E402
+from analysis.results.frames import load_run  # noqa: E402
+from analysis.results.gem5stats import (  # noqa: E402
     StatsError,
     core_counters,
     load_config,
@@ -48,7 +48,7 @@ from analysis.gem5stats import (  # noqa: E402
     roi_dump,
     roi_dump_index,
 )
-from analysis.metrics import gem5_metrics  # noqa: E402
+from analysis.results.metrics import gem5_metrics  # noqa: E402
 
 
 def test_every_dump_is_complete_and_every_value_line_is_read() -> None:

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.guest import parse_results_file, parse_results_text
-from analysis.metrics import guest_metrics, lb_counters
+from analysis.results.guest import parse_results_file, parse_results_text
+from analysis.results.metrics import guest_metrics, lb_counters
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 QEMU = FIX / "qemu-run" / "results.jsonl"

@@ -2,7 +2,7 @@
 
 tests/fixtures/sweep-quick is the quick preset run on QEMU (4 runs). Views that
 need more configurations (heatmaps, Fig. 12, best/worst, paper comparison) are
-checked on a small tree cloned from it by analysis/bench.py (the benchmark's
+checked on a small tree cloned from it by analysis/results/bench.py (the benchmark's
 generator: real files, synthetic points and scaled elapsed times).
 """
 
@@ -19,10 +19,10 @@ import pandas as pd
 import pytest
 from qemu_check import STAT_FIELDS
 
-from analysis.bench import make_tree, read_all
-from analysis.frames import SPEC_COLS, build_frames, find_runs
-from analysis.metrics import METRICS, summarize, t975
-from analysis.report import write_report
+from analysis.results.bench import make_tree, read_all
+from analysis.results.frames import SPEC_COLS, build_frames, find_runs
+from analysis.results.metrics import METRICS, summarize, t975
+from analysis.results.report import write_report
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 SWEEP = FIX / "sweep-quick"

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis import calibration as cal
-from analysis.calibration import Measurement
+from analysis.results import calibration as cal
+from analysis.results.calibration import Measurement
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from analysis import backends as bk
-from analysis import provenance as pv
-from analysis.matrix import Resources, build_runs, guest_job
-from analysis.point import Provenance
-from analysis.rundir import RunDir, State
-from analysis.slurm import SlurmExecutor, reconcile, slurm_time
-from analysis.spec import load_spec
+from analysis.sweep import backends as bk
+from analysis.sweep import provenance as pv
+from analysis.sweep.matrix import Resources, build_runs, guest_job
+from analysis.sweep.point import Provenance
+from analysis.sweep.rundir import RunDir, State
+from analysis.sweep.slurm import SlurmExecutor, reconcile, slurm_time
+from analysis.sweep.spec import load_spec
 
 PROV = Provenance(
     "gem5", "k" * 16, "i" * 16, {"configs": "c" * 64}, "gem5 version 24.0.0.1", "g" * 64

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from analysis.matrix import build_runs, points
-from analysis.point import Provenance, SweepPoint, canonical_json, run_id
-from analysis.provenance import tree_hash
-from analysis.spec import load_spec
+from analysis.sweep.matrix import build_runs, points
+from analysis.sweep.point import Provenance, SweepPoint, canonical_json, run_id
+from analysis.sweep.provenance import tree_hash
+from analysis.sweep.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 PROV = Provenance(
@@ -50,7 +50,8 @@ PINNED = "88ab0eff9523843ee7f26f7cc4015845f55bf0d4ec4825209cc86d4d51f967a1"
 def test_run_id_is_stable_across_processes() -> None:
     code = (
         "import sys; sys.path.insert(0, sys.argv[1]);"
-        "from tests.unit.test_sweep_ids import point, PROV; from analysis.point import run_id;"
+        "from tests.unit.test_sweep_ids import point, PROV;"
+        "from analysis.sweep.point import run_id;"
         "print(run_id(point(), PROV))"
     )
     out = subprocess.run(

@@ -24,13 +24,13 @@ from typing import Any
 
 import pytest
 
-from analysis import backends as bk
-from analysis import sweep
-from analysis.backends import Outcome
-from analysis.point import Provenance
-from analysis.provenance import PrerequisiteError
-from analysis.rundir import RunDir
-from analysis.spec import load_spec
+from analysis.sweep import backends as bk
+from analysis.sweep import driver as sweep
+from analysis.sweep.backends import Outcome
+from analysis.sweep.point import Provenance
+from analysis.sweep.provenance import PrerequisiteError
+from analysis.sweep.rundir import RunDir
+from analysis.sweep.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent

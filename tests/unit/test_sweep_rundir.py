@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.rundir import RunDir, State, StatusError, is_stale_running
-from analysis.worker import guest_verdict
+from analysis.sweep.rundir import RunDir, State, StatusError, is_stale_running
+from analysis.sweep.worker import guest_verdict
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 

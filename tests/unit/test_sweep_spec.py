@@ -13,8 +13,8 @@ sys.path.insert(0, str(ROOT / "workloads"))
 
 import mixrunner  # noqa: E402
 
-from analysis.matrix import guest_job, points, resources_for  # noqa: E402
-from analysis.spec import (  # noqa: E402
+from analysis.sweep.matrix import guest_job, points, resources_for  # noqa: E402
+from analysis.sweep.spec import (  # noqa: E402
     POLICIES,
     SpecError,
     load_spec,

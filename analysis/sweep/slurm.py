@@ -38,7 +38,7 @@ from typing import TextIO
 from .matrix import Resources
 from .rundir import FINAL, RunDir, State, now_iso
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # Slurm's limit = run time limit + this, so the worker's own limit fires first
 # (tests lower it to see Slurm's TIMEOUT mapped back).
 SLURM_MARGIN_S = int(os.environ.get("NUMA_LB_SLURM_MARGIN_S", "300"))

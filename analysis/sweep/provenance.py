@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CODE_SUFFIXES = (".py", ".json", ".csv", ".toml")
 
 
@@ -172,7 +172,7 @@ def image_id(path: Path, need_built: bool) -> str:
 
 
 # ---------------------------------------------------------------------- gem5
-GEM5_INFO_SCRIPT = Path(__file__).resolve().parents[1] / "configs" / "gem5_info.py"
+GEM5_INFO_SCRIPT = Path(__file__).resolve().parents[2] / "configs" / "gem5_info.py"
 GEM5_REQUIRED = {"version": "24.0.0.1", "PROTOCOL": "MOESI_hammer", "USE_X86_ISA": True}
 
 

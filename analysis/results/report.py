@@ -31,8 +31,8 @@ from typing import Any
 
 import pandas as pd
 
+from ..sweep.backends import CAVEATS
 from . import plots
-from .backends import CAVEATS
 from .frames import Frames, build_frames
 from .metrics import CONFIG_COLS, METRICS, summarize
 

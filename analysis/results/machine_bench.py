@@ -30,7 +30,7 @@ from typing import Any
 
 from .gem5stats import parse_stats_file, roi_dump, roi_dump_index
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RUN_SCRIPT = ROOT / "configs" / "numa_run.py"
 
 

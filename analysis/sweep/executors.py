@@ -26,7 +26,7 @@ from typing import Any, TextIO
 
 from .rundir import RunDir, State, is_stale_running
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 WORKER_DISK_EXIT = 28
 
 

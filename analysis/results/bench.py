@@ -27,11 +27,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..sweep.point import ID_LEN_DIR
 from .frames import build_frames, find_runs
-from .point import ID_LEN_DIR
 from .report import build, to_html, to_markdown
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_SRC = ROOT / "tests" / "fixtures" / "sweep-quick"
 POLICIES = ["default", "tm", "mb", "bce", "mbplus", "excl_base", "excl", "autonuma"]
 FACTORS = [1.2, 1.6, 2.0, 2.5, 3.0]

@@ -32,7 +32,7 @@ from . import provenance as pv
 from .point import Provenance, SweepPoint, canonical_json
 from .spec import topology_for
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 QEMU_BOOT = ROOT / "disk-image" / "qemu_boot.py"
 
 QEMU_CAVEAT = (

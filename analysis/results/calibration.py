@@ -32,15 +32,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "configs"))
 
 from numa_lb.numa_factor import CalibrationTable  # noqa: E402
 from numa_lb.options import DEFAULT_CALIBRATION  # noqa: E402
 
+from ..sweep.point import SweepPoint  # noqa: E402
+from ..sweep.rundir import RunDir, State  # noqa: E402
 from .guest import parse_results_file  # noqa: E402
-from .point import SweepPoint  # noqa: E402
-from .rundir import RunDir, State  # noqa: E402
 
 TOLERANCE = 0.05  # the acceptance band of the issue: +-5 % of the requested factor
 

@@ -214,7 +214,7 @@ def run_sweep(spec: Spec, opt: Options) -> int:
     if code == EXIT_OK and any(k != "done" for k in final):
         code = EXIT_FAILED_RUNS
     if opt.report and code != EXIT_INTERRUPTED:
-        from .report import write_report
+        from ..results.report import write_report
 
         try:
             paths = write_report(
