@@ -58,7 +58,7 @@ def parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="run a sweep (the default command)")
     r.add_argument("spec", nargs="?", type=Path, help="a sweep spec TOML file")
-    r.add_argument("--preset", help="a preset from analysis/sweep/presets (quick, paper, sensitivity)")
+    r.add_argument("--preset", help="a preset of analysis/sweep/presets (quick, paper, ...)")
     r.add_argument(
         "--set",
         action="append",

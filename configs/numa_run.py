@@ -44,6 +44,7 @@ sys.path.insert(0, str(REPO / "disk-image"))
 
 import guest_io  # noqa: E402  (disk-image/: the job and result formats)
 from numa_lb.hammer_hierarchy import NumaHammerCacheHierarchy  # noqa: E402
+from numa_lb.kernel_cmdline import INIT_PATH, guest_args  # noqa: E402
 from numa_lb.numa_board import NumaX86Board  # noqa: E402
 from numa_lb.options import add_topology_args, topology_or_exit  # noqa: E402
 from numa_lb.roi import RoiProtocol  # noqa: E402
@@ -51,7 +52,7 @@ from numa_lb.roi import RoiProtocol  # noqa: E402
 CPU_TYPES = {"atomic": CPUTypes.ATOMIC, "timing": CPUTypes.TIMING, "o3": CPUTypes.O3}
 # Where disk-image/build_image.py installs our init (image.json next to the
 # image says so too; that file wins when present).
-DEFAULT_INIT = "/opt/numa-lb/sbin/numa-lb-init"
+DEFAULT_INIT = INIT_PATH
 GUEST_PREFIX = "guest-"
 CONSOLE_FILE = "board.pc.com_1.device"  # gem5's file for the board's first UART
 
@@ -138,19 +139,15 @@ def main() -> None:
         hierarchy.ruby_system.randomization = True
     _m5.core.seedRandom(args.seed)  # gem5's random_mt (Ruby delays, testers)
 
-    kernel_args = board.get_default_kernel_args() + [
-        "rw",
-        f"init={image_init(args.disk_image)}",
-        "panic=-1",
-        "numa_lb.backend=gem5",
-        # The kernel hands unknown key=value arguments to init as environment.
-        # Python's start-up reads /dev/urandom for its hash seed before the init
-        # can seed the kernel's RNG, and that first read busy-waits for entropy
-        # under gem5 (disk-image/init, seed_kernel_rng).
-        "PYTHONHASHSEED=0",
-    ]
-    if args.take_checkpoint is not None:
-        kernel_args.append("numa_lb.checkpoint=1")
+    # One command line for both backends (numa_lb/kernel_cmdline.py); the root
+    # device is given literally, so the board's {root_value} is not used here.
+    kernel_args = guest_args(
+        "gem5",
+        image_init(args.disk_image),
+        clock_hz=topology.cpu_clock_hz,
+        kernel_hz=topology.kernel_hz,
+        checkpoint=args.take_checkpoint is not None,
+    )
     kernel_args += args.kernel_arg
     readfile = job_tar(args, outdir)
     board.set_kernel_disk_workload(

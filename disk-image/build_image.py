@@ -50,10 +50,13 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(ROOT / "configs"))
+from numa_lb.kernel_cmdline import INIT_PATH, guest_args  # noqa: E402 - one command line
+
 WORKLOADS = ROOT / "workloads"
 INIT = HERE / "init" / "numa-lb-init"
 PREFIX = "/opt/numa-lb"
-INIT_PATH = f"{PREFIX}/sbin/numa-lb-init"
+assert INIT_PATH == f"{PREFIX}/sbin/numa-lb-init", "the init lives under PREFIX"
 MANIFEST_PATH = f"{PREFIX}/manifest.json"
 
 SUITE = "bookworm"
@@ -655,7 +658,7 @@ def build(force: bool = False, rebuild_rootfs: bool = False) -> Path:
             "allocated_bytes": (work / "rootfs.img").stat().st_blocks * 512,
             **usage,
             "uuid": fs_uuid,
-            "kernel_cmdline": f"root=/dev/sda rw console=ttyS0 init={INIT_PATH}",
+            "kernel_cmdline": " ".join(guest_args("qemu", INIT_PATH)),
             "init": INIT_PATH,
             "suite": SUITE,
             "mirror": rmeta["mirror"],

@@ -8,7 +8,8 @@
 Python: run(kernel, image, job, out_dir, topology, timeout) -> RunResult.
 
 qemu-system-x86_64 under TCG only (KVM guests hang on these machines), the
-NUMA machine from kernel-patches/qemu_check.Topology (`-numa node/dist`),
+NUMA machine from the configs' Topology (configs/numa_lb/qemu.py: `-numa node/dist`
+from the same object that builds the gem5 machine and its ACPI tables),
 PIIX IDE disks on `-M pc`:
 
     ide index 0  root:    a qcow2 overlay on the cached raw image (never written)
@@ -40,12 +41,15 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "kernel-patches"))
+sys.path.insert(0, str(ROOT / "configs"))
 sys.path.insert(0, str(ROOT / "workloads"))
 sys.path.insert(0, str(HERE))
 from guest_io import init, parse_init_option  # noqa: E402 - numa-lb-init: job/results formats
-from qemu_check import SPLAT, Topology  # noqa: E402 - sibling tool, not a package
+from numa_lb.kernel_cmdline import INIT_PATH, guest_args  # noqa: E402
+from numa_lb.qemu import guest_topology, qemu_args  # noqa: E402
+from numa_lb.topology import Topology  # noqa: E402 - the one machine description
+from qemu_check import SPLAT  # noqa: E402 - sibling tool, not a package
 
-INIT_PATH = "/opt/numa-lb/sbin/numa-lb-init"
 STATUSES = ("ok", "guest-error", "timeout", "crash")
 BOOT_MARGIN_S = 300.0  # boot + hand back under TCG, on top of the guest watchdog
 
@@ -69,42 +73,9 @@ class RunResult:
         return d
 
 
-def qemu_topology(topo: Any) -> tuple[Topology, list[list[int]]]:
-    """(qemu_check.Topology, SLIT matrix) for either a qemu_check.Topology or the
-    gem5 configs' Topology (configs/numa_lb/topology.py: sockets, cores_per_socket,
-    mem_per_node in bytes, slit() -- a ring gives more than one remote distance)."""
-    if isinstance(topo, Topology):
-        return topo, [topo.distances(n) for n in range(topo.nodes)]
-    slit = [list(map(int, row)) for row in topo.slit()]
-    remote = max((d for row in slit for d in row if d != 10), default=20)
-    t = Topology(
-        int(topo.sockets), int(topo.cores_per_socket), int(topo.mem_per_node) >> 20, remote
-    )
-    return t, slit
-
-
-def numa_args(topo: Topology, slit: list[list[int]]) -> list[str]:
-    """-smp/-m/-object/-numa node from Topology.qemu_args(), -numa dist from SLIT."""
-    base = topo.qemu_args()
-    args: list[str] = []
-    i = 0
-    while i < len(base):
-        if base[i] == "-numa" and base[i + 1].startswith("dist,"):
-            i += 2
-            continue
-        args.append(base[i])
-        i += 1
-    n = len(slit)
-    for a in range(n):
-        for b in range(n):
-            if a != b and (a < b or slit[a][b] != slit[b][a]):
-                args += ["-numa", f"dist,src={a},dst={b},val={slit[a][b]}"]
-    return args
-
-
 def kernel_cmdline(extra: str = "") -> str:
-    base = f"root=/dev/sda rw console=ttyS0 init={INIT_PATH} panic=-1 numa_lb.disk_wait=30"
-    return f"{base} {extra}".strip()
+    """The QEMU boot's command line (configs/numa_lb/kernel_cmdline.py, shared with gem5)."""
+    return " ".join(guest_args("qemu", INIT_PATH, extra=extra.split()))
 
 
 def qemu_command(
@@ -114,7 +85,6 @@ def qemu_command(
     results_disk: Path,
     topo: Topology,
     append: str,
-    slit: list[list[int]] | None = None,
 ) -> list[str]:
     def drive(path: Path, fmt: str, index: int) -> list[str]:
         if "," in str(path):  # QEMU option syntax; no shell is involved
@@ -126,7 +96,7 @@ def qemu_command(
         "-M", "pc",
         "-accel", "tcg,thread=multi",
         "-cpu", "max",
-        *numa_args(topo, slit or [topo.distances(n) for n in range(topo.nodes)]),
+        *qemu_args(topo),
         "-nodefaults",
         "-no-reboot",
         "-display", "none",
@@ -167,7 +137,7 @@ def run(
     image: Path,
     job: dict[str, Any],
     out_dir: Path,
-    topology: Any = None,
+    topology: Topology | None = None,
     timeout: float | None = None,
     init_options: dict[str, Any] | None = None,
     extra_append: str = "",
@@ -178,10 +148,11 @@ def run(
 ) -> RunResult:
     """Boot KERNEL (bzImage) on IMAGE (raw, used read-only through a qcow2 overlay),
     run JOB (a mix runner job) and put the result files + console.log into OUT_DIR.
-    TOPOLOGY: a qemu_check.Topology (default: 4 nodes x 2 vCPUs, 256 MiB, SLIT 16) or
-    the configs' Topology.  TIMEOUT (host seconds) defaults to the guest watchdog +
+    TOPOLOGY: the configs' Topology (default: numa_lb.qemu.guest_topology(), 4 nodes x
+    2 vCPUs, 256 MiB, SLIT 16).  TIMEOUT (host seconds) defaults to the guest watchdog +
     BOOT_MARGIN_S.  LOG_PATH: also copy console.log there."""
-    topo, slit = qemu_topology(topology or Topology())
+    topo = topology or guest_topology()
+    slit = topo.slit()
     validate_job(job)
     opts = {"clock_unix": int(time.time())}
     opts.update(init_options or {})
@@ -215,12 +186,12 @@ def run(
         with open(results_disk, "r+b") as f:
             f.truncate(results_mib << 20)  # sparse
         append = kernel_cmdline(extra_append)
-        cmd = qemu_command(kernel, root, job_disk, results_disk, topo, append, slit)
+        cmd = qemu_command(kernel, root, job_disk, results_disk, topo, append)
         console = out_dir / "console.log"
         if echo:
             print(
-                f"qemu_boot: {topo.nodes} nodes x {topo.cpus_per_node} vCPUs, "
-                f"{topo.mem_per_node_mib} MiB/node, SLIT {slit[0][1:] if len(slit) > 1 else []}; "
+                f"qemu_boot: {topo.sockets} nodes x {topo.cores_per_socket} vCPUs, "
+                f"{topo.mem_per_node >> 20} MiB/node, SLIT {slit[0][1:] if len(slit) > 1 else []}; "
                 f"timeout {timeout:.0f} s; job {job.get('run_id', '')!r}",
                 flush=True,
             )
@@ -285,7 +256,12 @@ def run(
             "kernel": str(kernel),
             "image": str(image),
             "append": append,
-            "topology": asdict(topo),
+            "topology": {
+                "nodes": topo.sockets,
+                "cpus_per_node": topo.cores_per_socket,
+                "mem_per_node_mib": topo.mem_per_node >> 20,
+                "inter_socket": topo.inter_socket.value,
+            },
             "slit": slit,
             "command": cmd,
             "init_options": opts,
@@ -331,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
         import build_image  # noqa: PLC0415
 
         a.image = build_image.build()
-    topo = Topology(a.nodes, a.cpus_per_node, a.mem_per_node, a.distance)
+    topo = guest_topology(a.nodes, a.cpus_per_node, a.mem_per_node, a.distance)
     res = run(
         a.kernel, a.image, job, a.out, topo, a.timeout, dict(a.init_option), keep_work=a.keep_work
     )

@@ -34,6 +34,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "configs"))
+from numa_lb.qemu import cpulist, guest_topology, qemu_args  # noqa: E402
+from numa_lb.topology import Topology  # noqa: E402 - one machine description (configs/)
+
 GUEST = HERE / "guest"
 POLICIES = ("default", "tm", "mb", "bce", "mbplus", "excl_base", "excl")
 STAT_FIELDS = (
@@ -53,45 +57,6 @@ SPLAT = re.compile(
     r"WARNING:|BUG:|possible circular locking|inconsistent lock state|"
     r"KASAN|Kernel panic|Oops|Call Trace|Bad numa_rss|Bad rss-counter|UBSAN"
 )
-
-
-@dataclass(frozen=True)
-class Topology:
-    """The guest machine; one place for what QEMU is told and what we expect."""
-
-    nodes: int = 4
-    cpus_per_node: int = 2
-    mem_per_node_mib: int = 256
-    remote_distance: int = 16
-
-    def cpulist(self, node: int) -> str:
-        first = node * self.cpus_per_node
-        last = first + self.cpus_per_node - 1
-        return str(first) if first == last else f"{first}-{last}"
-
-    def distances(self, node: int) -> list[int]:
-        return [10 if n == node else self.remote_distance for n in range(self.nodes)]
-
-    def qemu_args(self) -> list[str]:
-        ncpus = self.nodes * self.cpus_per_node
-        args = [
-            "-smp",
-            f"{ncpus},sockets={self.nodes},cores={self.cpus_per_node},threads=1",
-            "-m",
-            f"{self.nodes * self.mem_per_node_mib}M",
-        ]
-        for n in range(self.nodes):
-            args += [
-                "-object",
-                f"memory-backend-ram,id=m{n},size={self.mem_per_node_mib}M",
-                "-numa",
-                f"node,nodeid={n},cpus={self.cpulist(n)},memdev=m{n}",
-            ]
-        for a in range(self.nodes):
-            for b in range(self.nodes):
-                if a < b:
-                    args += ["-numa", f"dist,src={a},dst={b},val={self.remote_distance}"]
-        return args
 
 
 @dataclass
@@ -225,10 +190,11 @@ def boot(
     policies: list[str],
     mix: str,
     seconds: int,
-    topo: Topology = Topology(),
+    topo: Topology | None = None,
     timeout: int = 600,
     extra_append: str = "",
 ) -> GuestRun:
+    topo = topo or guest_topology()
     unknown = [p for p in policies if p not in POLICIES]
     if unknown:
         raise ValueError(f"unknown policy {unknown}; allowed: {', '.join(POLICIES)}")
@@ -249,7 +215,7 @@ def boot(
             "tcg,thread=multi",
             "-cpu",
             "max",
-            *topo.qemu_args(),
+            *qemu_args(topo),
             "-kernel",
             str(bzimage),
             "-initrd",
@@ -284,7 +250,7 @@ def problems(run: GuestRun, policies: list[str], topo: Topology) -> list[str]:
             f"guest did not finish (rc {run.returncode}); console tail:\n{run.console[-3000:]}"
         )
         return bad
-    want = {n: (topo.cpulist(n), topo.distances(n)) for n in range(topo.nodes)}
+    want = {n: (cpulist(topo, n), topo.slit()[n]) for n in range(topo.sockets)}
     if run.topo != want:
         bad.append(f"topology {run.topo} != {want}")
     if run.sysctl.get("invalid") != "rejected" or run.sysctl.get("after") != "default":
@@ -318,7 +284,7 @@ def problems(run: GuestRun, policies: list[str], topo: Topology) -> list[str]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    topo = Topology()
+    topo = guest_topology()
     policies = args.policies.split(",")
     kdir = Path(args.kernel) if args.kernel else kernel_dir(args.variant)
     run = boot(kdir / "bzImage", policies, args.mix, args.seconds, topo)
@@ -339,9 +305,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     """Per-policy selection cost on one boot, as ratios to default."""
-    topo = Topology()
+    topo = guest_topology()
     kdir = Path(args.kernel) if args.kernel else kernel_dir(args.variant)
-    ncpus = topo.nodes * topo.cpus_per_node
+    ncpus = topo.ncpus
     # 4 multithreaded programs + 8 single-threaded: >= 8 runnable per CPU.
     mix = ",".join(["16:16"] * 4 + ["1:4"] * 8)
     run = boot(kdir / "bzImage", list(POLICIES), mix, args.seconds, topo, timeout=1800)
@@ -353,7 +319,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return 1
     runnable = 4 * 16 + 8 * 1
     print(
-        f"# overhead: {run.kernel}, QEMU TCG {ncpus} vCPUs in {topo.nodes} nodes, "
+        f"# overhead: {run.kernel}, QEMU TCG {ncpus} vCPUs in {topo.sockets} nodes, "
         f"{runnable} workers ({runnable / ncpus:.0f} per CPU), {args.seconds} s per policy, "
         f"{time.strftime('%Y-%m-%d')}"
     )

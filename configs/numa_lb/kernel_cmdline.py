@@ -1,14 +1,26 @@
-"""Kernel command line pieces for the NUMA guest.
+"""The guest kernel command line, for both backends, in one place.
 
 Nothing NUMA-related is passed on the command line on purpose: the guest learns
-CPUs, nodes and distances from our ACPI tables and memory from gem5's E820 table,
-both generated from the same ``Topology``. The command line only carries what
-makes a gem5 boot practical (lpj) and correct (idle=halt).
+CPUs, nodes and distances from the firmware (our ACPI tables under gem5, QEMU's
+under ``-numa``) and memory from the E820 table, all generated from one
+``Topology``. The command line carries what every boot needs (root, init,
+console, panic), what makes a gem5 boot practical (lpj) and correct (idle=halt,
+tsc=reliable), and what the init reads (``numa_lb.*``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 DEBIAN_HZ = 250  # CONFIG_HZ of Debian's 6.1 kernel config
+CONSOLE = "ttyS0"
+# Where disk-image/build_image.py installs our init; image.json records it too.
+INIT_PATH = "/opt/numa-lb/sbin/numa-lb-init"
+# libata names gem5's and QEMU's PIIX IDE disks sdX; the image is unpartitioned.
+ROOT_DEVICE = "/dev/sda"
+BACKENDS = ("gem5", "qemu")
+# QEMU: how long the init waits for the job and results disks to appear.
+QEMU_DISK_WAIT_S = 30
 
 
 def loops_per_jiffy(clock_hz: int, kernel_hz: int = DEBIAN_HZ) -> int:
@@ -19,11 +31,10 @@ def loops_per_jiffy(clock_hz: int, kernel_hz: int = DEBIAN_HZ) -> int:
     return clock_hz // kernel_hz
 
 
-def kernel_args(clock_hz: int, kernel_hz: int = DEBIAN_HZ, console: str = "ttyS0") -> list[str]:
-    """Arguments in gem5 stdlib form: ``{root_value}`` is filled in by the board."""
+def gem5_timing_args(clock_hz: int, kernel_hz: int = DEBIAN_HZ) -> list[str]:
+    """What a gem5 boot needs beyond the common arguments."""
     return [
-        f"earlyprintk={console}",
-        f"console={console}",
+        f"earlyprintk={CONSOLE}",
         f"lpj={loops_per_jiffy(clock_hz, kernel_hz)}",
         # MWAIT idle wakes on a write to the monitored line; gem5's atomic_noncaching
         # boot bypasses Ruby, so no such write is ever seen and a remote wake-up
@@ -35,5 +46,44 @@ def kernel_args(clock_hz: int, kernel_hz: int = DEBIAN_HZ, console: str = "ttyS0
         # marks the TSC unstable and falls back to jiffies: 4 ms clock_gettime
         # resolution, useless for the guest-timed workloads.
         "tsc=reliable",
-        "root={root_value}",
     ]
+
+
+def kernel_args(clock_hz: int, kernel_hz: int = DEBIAN_HZ, console: str = CONSOLE) -> list[str]:
+    """The gem5 board's default arguments, in stdlib form (the board fills ``{root_value}``)."""
+    timing = gem5_timing_args(clock_hz, kernel_hz)
+    return [timing[0], f"console={console}", *timing[1:], "root={root_value}"]
+
+
+def guest_args(
+    backend: str,
+    init: str = INIT_PATH,
+    *,
+    clock_hz: int | None = None,
+    kernel_hz: int = DEBIAN_HZ,
+    checkpoint: bool = False,
+    extra: Sequence[str] = (),
+) -> list[str]:
+    """The full command line of a study boot on ``backend`` (gem5 needs ``clock_hz``)."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend: must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    args = [f"root={ROOT_DEVICE}", "rw", f"console={CONSOLE}", f"init={init}", "panic=-1"]
+    if backend == "gem5":
+        if clock_hz is None:
+            raise ValueError("clock_hz: a gem5 boot needs the CPU clock (lpj)")
+        args += gem5_timing_args(clock_hz, kernel_hz)
+        args += [
+            "numa_lb.backend=gem5",
+            # The kernel hands unknown key=value arguments to init as environment.
+            # Python's start-up reads /dev/urandom for its hash seed before the init
+            # can seed the kernel's RNG, and that first read busy-waits for entropy
+            # under gem5 (disk-image/init, seed_kernel_rng).
+            "PYTHONHASHSEED=0",
+        ]
+        if checkpoint:
+            args.append("numa_lb.checkpoint=1")
+    else:
+        if checkpoint:
+            raise ValueError("checkpoint: only gem5 boots take boot checkpoints")
+        args.append(f"numa_lb.disk_wait={QEMU_DISK_WAIT_S}")
+    return args + list(extra)

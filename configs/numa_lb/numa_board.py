@@ -11,7 +11,8 @@ source changes):
   ``KernelWorkload`` extra; gem5's own RSDP is disabled
   (``acpi_description_table_pointer = NULL``) so Linux finds ours. gem5's MP
   table and SMBIOS at 0xF0000 stay; Linux prefers the MADT when there is one;
-* kernel command line: ``Topology.kernel_args()``, root on /dev/sda (libata);
+* kernel command line: ``Topology.kernel_args()`` (stdlib default; study runs pass
+  ``kernel_cmdline.guest_args``), root on /dev/sda (libata);
 * the resolved topology (requested and calibrated NUMA factor, link latency,
   SLIT, node ranges) is written to ``numa_topology.json`` in the output directory.
 """
@@ -32,6 +33,7 @@ from m5.objects import AddrRange, X86E820Entry
 from m5.params import NULL
 
 from . import acpi
+from .kernel_cmdline import ROOT_DEVICE
 from .memory_map import PCI_HOLE_START, ram_ranges
 from .numa_memory import NumaMemory
 from .topology import Topology
@@ -103,7 +105,7 @@ class NumaX86Board(X86Board):
     def get_disk_device(self) -> str:
         # The stock X86Board says /dev/hda (the old IDE driver); our kernel drives
         # gem5's PIIX IDE controller with libata (CONFIG_ATA_PIIX), as QEMU's.
-        return "/dev/sda"
+        return ROOT_DEVICE
 
     @overrides(KernelDiskWorkload)
     def get_default_kernel_args(self) -> list[str]:

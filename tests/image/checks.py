@@ -10,10 +10,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from qemu_check import Topology
+from numa_lb.qemu import guest_topology
 
 # the image tier's machine: 4 nodes x 2 vCPUs, 256 MiB each, SLIT 10/16
-TOPO = Topology(nodes=4, cpus_per_node=2, mem_per_node_mib=256, remote_distance=16)
+TOPO = guest_topology(nodes=4, cpus_per_node=2, mem_per_node_mib=256, distance=16)
 POLICIES = ("default", "tm", "mb", "bce", "mbplus", "excl_base", "excl")
 
 

@@ -69,10 +69,10 @@ def test_run_is_ok(guest: qemu_boot.RunResult) -> None:
 
 
 def test_result_files_parse_with_sane_values(guest: qemu_boot.RunResult) -> None:
-    recs = check_result_set(guest.out_dir, JOB, TOPO.nodes)
+    recs = check_result_set(guest.out_dir, JOB, TOPO.sockets)
     run = recs[0]
     # the guest saw the machine QEMU was told to build
-    want = {str(n): list(range(n * 2, n * 2 + 2)) for n in range(TOPO.nodes)}
+    want = {str(n): list(range(n * 2, n * 2 + 2)) for n in range(TOPO.sockets)}
     assert run["nodes"] == want
 
 

@@ -6,9 +6,10 @@ checks of kernel-patches/qemu_check.py so a failure names what broke.
 
 import pytest
 import qemu_check
-from qemu_check import POLICIES, Topology
+from numa_lb.qemu import cpulist, guest_topology
+from qemu_check import POLICIES
 
-TOPO = Topology()
+TOPO = guest_topology()
 
 
 def _boot(variant: str) -> qemu_check.GuestRun:
@@ -35,8 +36,8 @@ def guest(request: pytest.FixtureRequest) -> qemu_check.GuestRun:
 
 def test_guest_sees_four_nodes_with_cpus_and_distances(guest: qemu_check.GuestRun) -> None:
     assert guest.online == "0-3"
-    for node in range(TOPO.nodes):
-        assert guest.topo[node] == (TOPO.cpulist(node), TOPO.distances(node))
+    for node in range(TOPO.sockets):
+        assert guest.topo[node] == (cpulist(TOPO, node), TOPO.slit()[node])
 
 
 def test_kernel_is_the_patched_one(guest: qemu_check.GuestRun) -> None:

@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT / "configs"))
 
 import build_image  # noqa: E402
 import qemu_boot  # noqa: E402
-from qemu_check import Topology  # noqa: E402
+from numa_lb.qemu import guest_topology, qemu_args  # noqa: E402
 
 init = qemu_boot.init
 
@@ -263,7 +263,7 @@ def test_mixrunner_argv() -> None:
 
 
 def test_qemu_command_is_tcg_ide_and_never_kvm(tmp_path: Path) -> None:
-    topo = Topology()
+    topo = guest_topology()
     cmd = qemu_boot.qemu_command(
         tmp_path / "k", tmp_path / "r.qcow2", tmp_path / "j.img", tmp_path / "o.img", topo,
         qemu_boot.kernel_cmdline(),
@@ -282,9 +282,9 @@ def test_qemu_command_is_tcg_ide_and_never_kvm(tmp_path: Path) -> None:
     for word in ("root=/dev/sda", "rw", "console=ttyS0", f"init={qemu_boot.INIT_PATH}", "panic=-1"):
         assert word in append.split()
     assert "-no-reboot" in cmd and "-nodefaults" in cmd
-    # the NUMA part is exactly what qemu_check.Topology asks for
+    # the NUMA part is exactly what the configs' Topology asks for
     numa = cmd[cmd.index("-smp") : cmd.index("-nodefaults")]
-    assert numa == topo.qemu_args()
+    assert numa == qemu_args(topo)
     with pytest.raises(ValueError, match="comma"):
         qemu_boot.qemu_command(
             tmp_path / "k", tmp_path / "a,b", tmp_path / "j", tmp_path / "o", topo, ""
@@ -299,10 +299,8 @@ def test_gem5_topology_converts_to_qemu_with_its_slit() -> None:
         sockets=4, cores_per_socket=2, mem_per_node=256 << 20, inter_socket=InterSocket.RING,
         numa_factor=1.6,
     )  # fmt: skip
-    topo, slit = qemu_boot.qemu_topology(ring)
-    assert (topo.nodes, topo.cpus_per_node, topo.mem_per_node_mib) == (4, 2, 256)
-    assert slit == ring.slit()
-    args = qemu_boot.numa_args(topo, slit)
+    args = qemu_args(ring)
+    assert "-m" in args and args[args.index("-m") + 1] == "1024M"
     dists = [args[i + 1] for i, a in enumerate(args) if a == "-numa" and "dist" in args[i + 1]]
     assert "dist,src=0,dst=2,val=22" in dists and "dist,src=0,dst=1,val=16" in dists
     assert len(dists) == 6  # symmetric: one entry per pair

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 import qemu_check
-from qemu_check import POLICIES, Topology
+from numa_lb.qemu import guest_topology, qemu_args
+from qemu_check import POLICIES
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures/kernel/qemu-console-release.txt"
 
@@ -39,7 +40,7 @@ def test_stats_rows_and_deltas(run: qemu_check.GuestRun) -> None:
 
 
 def test_a_clean_run_has_no_problems(run: qemu_check.GuestRun) -> None:
-    assert qemu_check.problems(run, list(POLICIES), Topology()) == []
+    assert qemu_check.problems(run, list(POLICIES), guest_topology()) == []
 
 
 def test_problems_are_reported(run: qemu_check.GuestRun) -> None:
@@ -49,23 +50,23 @@ def test_problems_are_reported(run: qemu_check.GuestRun) -> None:
         .replace("ok=1", "ok=0", 1)
         + "\n[   9.000000] WARNING: CPU: 1 PID: 1 at mm/numa_rss.c:20 mm_numa_rss_check\n"
     )
-    bad = "\n".join(qemu_check.problems(broken, list(POLICIES), Topology()))
+    bad = "\n".join(qemu_check.problems(broken, list(POLICIES), guest_topology()))
     assert "invalid sysctl write" in bad
     assert "numa_rss invariant failed" in bad
     assert "kernel splat" in bad
     # a different topology is noticed
-    assert any("topology" in b for b in qemu_check.problems(run, [], Topology(remote_distance=20)))
+    assert any("topology" in b for b in qemu_check.problems(run, [], guest_topology(distance=20)))
 
 
 def test_truncated_console_is_not_done() -> None:
     text = FIXTURE.read_text()
     cut = qemu_check.parse_console(text[: len(text) // 2])
     assert not cut.done
-    assert "did not finish" in qemu_check.problems(cut, list(POLICIES), Topology())[0]
+    assert "did not finish" in qemu_check.problems(cut, list(POLICIES), guest_topology())[0]
 
 
 def test_qemu_arguments_describe_the_topology() -> None:
-    args = Topology().qemu_args()
+    args = qemu_args(guest_topology())
     assert args[args.index("-smp") + 1] == "8,sockets=4,cores=2,threads=1"
     assert "node,nodeid=3,cpus=6-7,memdev=m3" in args
     assert sum(a.startswith("dist,") for a in args) == 6
