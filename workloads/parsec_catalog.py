@@ -1,4 +1,4 @@
-"""PARSEC 3.0 catalog for numa-lb-study: the programs of Chiang & Su Table 2.
+"""PARSEC 3.0 catalog for numa-lb-study: the programs of Chiang & Su [Chiang21] Table 2.
 
 Stdlib only and Python >= 3.6: the mix runner imports this inside the guest,
 which is Debian bookworm (3.11) for our image but Ubuntu 18.04 (3.6) for the
@@ -6,7 +6,7 @@ gem5-resources x86-parsec image, hence typing.List/NamedTuple and no
 dataclasses or PEP 604/585 syntax.
 
 What comes from where:
-  * suite, name, allocation class: seeds/003 Table 2 ("Memory Allocated &
+  * suite, name, allocation class: [Chiang21] Table 2 ("Memory Allocated &
     Initialized by thread group leader / by individual threads");
   * input sets and the parsecmgmt convention (parsecmgmt -a run -p <pkg>
     -c <config> -i <input> -n <threads>) and package directories: the
@@ -134,7 +134,7 @@ PROGRAMS = (
         "PARSEC 2.0",
         LEADER,
         "pkgs/kernels/streamcluster",
-        _N + "; the main thread coordinates (master/clients, seeds/002)",
+        _N + "; the main thread coordinates (master/clients, [HongYoo])",
         "master_clients",
         in_gem5_image=True,
     ),
@@ -414,7 +414,7 @@ SYNTHETIC = {
     "master_clients": Synthetic(
         "master_clients",
         LEADER,
-        "master/clients: streamcluster as characterised in seeds/002",
+        "master/clients: streamcluster as characterised by Hong & Yoo [HongYoo]",
         "master array, total",
     ),
     "compute_small": Synthetic(

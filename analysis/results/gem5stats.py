@@ -182,7 +182,7 @@ def remote_requests(
 ) -> dict[str, Any] | None:
     """Remote/local memory requests per socket (MOESI_hammer, fully connected).
 
-    DESIGN.md: with a direct link between every socket pair, the request virtual
+    docs/DESIGN.md: with a direct link between every socket pair, the request virtual
     network (vnet 2 in MOESI_hammer: requestFromCache -> requestToDir) on link
     s->d carries the requests of socket s's caches homed at d. Requests reaching
     directory d = its requestToDir buffer's message count; local = that minus the

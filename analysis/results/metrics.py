@@ -1,4 +1,4 @@
-"""Metrics: each defined once here (DESIGN.md "Metrics"), used by every report.
+"""Metrics: each defined once here (docs/DESIGN.md "Metrics"), used by every report.
 
 Per run, ``run_metrics`` turns the parsed inputs into tidy tuples
 ``(entity_type, entity, metric, value)``; entity types are ``mix`` (the whole
@@ -16,7 +16,7 @@ elapsed_s            guest wall clock of the mix (run_end.elapsed_s, first progr
 sim_seconds          gem5: simSeconds of the ROI dump.
 speedup              default_elapsed / policy_elapsed, paired by repeat (same
                      configuration, same repeat index); 1 for default itself.
-improvement_pct      (speedup - 1) * 100: the paper's "performance increase".
+improvement_pct      (speedup - 1) * 100: Chiang & Su [Chiang21]'s "performance increase".
 instructions,cycles  gem5 committed instructions / core cycles per CPU (ROI dump).
 ipc                  per CPU insts/cycles; for the mix sum(insts) / sum(cycles).
 llc_misses           demand misses of the last-level cache (the private L2 under

@@ -1,6 +1,6 @@
 """Reports: a self-contained HTML page and a Markdown summary from any set of runs.
 
-Views (seeds/003 Sec. 4 and what the paper could not vary):
+Views (Chiang & Su [Chiang21] Sec. 4 and what the paper could not vary):
 
 * Fig. 11: mean elapsed time, its standard deviation and the improvement over
   default vs threads, one line per policy (reference configuration);
@@ -37,8 +37,15 @@ from .frames import Frames, build_frames
 from .metrics import CONFIG_COLS, METRICS, summarize
 
 PAPER = {"excl": 10.7, "mbplus": 11.1}
+# The paper the Fig. N views and the headline figures refer to; the report
+# names it in full because report.html travels without the README.
+PAPER_REF = (
+    'Chiang & Su [Chiang21]: M.-L. Chiang, W.-L. Su, "Thread-Aware Mechanism to Enhance '
+    'Inter-Node Load Balancing for Multithreaded Applications on NUMA Systems", '
+    "Applied Sciences 11(14), 6486, 2021, doi:10.3390/app11146486"
+)
 PAPER_NOTE = (
-    "Chiang & Su 2021 (seeds/003), Sec. 4.3.5: 4 x AMD Opteron 6320 (8 cores each), "
+    "Chiang & Su [Chiang21], Sec. 4.3.5: 4 x AMD Opteron 6320 (8 cores each), "
     "NUMA factor 1.6, 29 PARSEC 3.0 programs run together, threads 1..32, "
     "improvement of elapsed time over the unmodified kernel"
 )
@@ -163,6 +170,7 @@ def build(fr: Frames, title: str, inputs: list[Path]) -> list[Section]:
         f"{len(runs)} run directories under: {', '.join(str(p) for p in inputs)}."
     )
     head.paras.append(f"Backend(s): {', '.join(backends) or 'none'}.")
+    head.paras.append("Fig. N views and the paper's figures refer to " + PAPER_REF + ".")
     for b in backends:
         head.paras.append(("WARNING — " if b == "qemu" else "") + CAVEATS.get(b, b))
     secs.append(head)
@@ -266,7 +274,8 @@ def paper_comparison(mx: pd.DataFrame, ref: dict[str, Any]) -> Table | str:
     at = mx[(mx["numa_factor"] - 1.6).abs() < 1e-9]
     if at.empty or not set(PAPER) & set(at["policy"].astype(str)):
         return (
-            "The paper's figures (Excl +10.7 %, MB+ +11.1 % at f = 1.6) are not compared: "
+            "The figures of Chiang & Su [Chiang21] (Excl +10.7 %, MB+ +11.1 % at f = 1.6) "
+            "are not compared: "
             "these runs do not cover f = 1.6 with excl or mbplus."
         )
     if ref.get("numa_factor") is not None and abs(float(ref["numa_factor"]) - 1.6) < 1e-9:
@@ -542,7 +551,7 @@ def definitions() -> Section:
         Table(
             ["metric", "meaning", "unit", "better", "backends"],
             rows,
-            "Definitions: analysis/metrics.py (one place for every report)",
+            "Definitions: analysis/results/metrics.py (one place for every report)",
         )
     )
     return s

@@ -33,7 +33,7 @@ import mixrunner  # noqa: E402  (workloads/mixrunner.py: the guest job format)
 import parsec_catalog  # noqa: E402
 from numa_lb.topology import Topology, TopologyError  # noqa: E402
 
-# The study's policy vocabulary (DESIGN.md): the sysctl values of the kernel
+# The study's policy vocabulary (docs/DESIGN.md): the sysctl values of the kernel
 # patch, plus autonuma = default + kernel.numa_balancing=1.
 POLICIES = ("default", "tm", "mb", "bce", "mbplus", "excl_base", "excl", "autonuma")
 BACKENDS = ("auto", "qemu", "gem5")

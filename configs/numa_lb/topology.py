@@ -6,7 +6,7 @@ instance, so they cannot disagree. It is frozen and validated on construction;
 an invalid value raises ``TopologyError`` naming the parameter and what is allowed,
 before any simulation object exists.
 
-Defaults follow the paper's machine (Chiang & Su, Table 4: 4 x AMD Opteron 6320,
+Defaults follow the paper's machine (Chiang & Su [Chiang21], Table 4: 4 x AMD Opteron 6320,
 2.8 GHz, NUMA factor 1.6) as far as MOESI_hammer can express it, scaled to 4
 cores per socket (the paper has 8) to keep simulation affordable.
 """

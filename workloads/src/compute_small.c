@@ -4,7 +4,7 @@
  * (blackscholes / swaptions-like).
  *
  * The main thread allocates and initialises a small array of European
- * options (both programs are in the "leader" class of Chiang & Su
+ * options (both programs are in the "leader" class of Chiang & Su [Chiang21]
  * Table 2), then each worker prices its slice --iters times with the
  * Black-Scholes formula (exp, log, sqrt, erfc), nudging the spot price
  * each iteration so nothing can be hoisted out of the loop. Memory traffic

@@ -5,7 +5,7 @@
  * The main thread (the thread-group leader) allocates and initialises the
  * whole shared array, so under first-touch every page lands on the leader's
  * node; then --threads workers read and write it. This is the allocation
- * class of 22 of the 30 PARSEC 3.0 programs in Chiang & Su Table 2
+ * class of 22 of the 30 PARSEC 3.0 programs in Chiang & Su [Chiang21] Table 2
  * (canneal, streamcluster, blackscholes, most of SPLASH-2x): keeping the
  * workers near the leader is what the MB+/Excl "leader" rules bet on.
  *

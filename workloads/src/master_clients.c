@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /*
- * master_clients - master/clients workload (streamcluster-like, seeds/002).
+ * master_clients - master/clients workload (streamcluster-like, Hong & Yoo
+ * [HongYoo]: see README.md, References).
  *
  * The main thread is the master: it allocates and initialises the master
  * array (first touch on its node) and, between rounds, updates it. The

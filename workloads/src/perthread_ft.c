@@ -4,7 +4,7 @@
  *
  * Each worker allocates and initialises its own block, so under
  * first-touch a block lands on the node its worker ran on at that moment
- * (the "by individual threads" class of Chiang & Su Table 2: fmm,
+ * (the "by individual threads" class of Chiang & Su [Chiang21] Table 2: fmm,
  * water_nsquared, fluidanimate, facesim, ...). Memory grows with the
  * thread count, as it does for those programs.
  *
