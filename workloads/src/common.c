@@ -334,6 +334,45 @@ void wl_thread_end(struct wl_thread_rec *r)
 	wl_current_cpu_node(&r->cpu_end, &r->node_end);
 }
 
+int wl_threads_start(struct wl_threads *th, int n, void *(*fn)(void *),
+		     void *args, size_t arg_size, const char *who)
+{
+	int t;
+
+	th->n = 0;
+	if (n < 0 || n > WL_MAX_THREADS)
+		return WL_EX_RUNTIME;
+	for (t = 0; t < n; t++) {
+		void *arg = (char *)args + (size_t)t * arg_size;
+
+		if (pthread_create(&th->tid[t], NULL, fn, arg)) {
+			if (who) {
+				char msg[128];
+				int e = errno;	/* what perror reported before this helper */
+
+				snprintf(msg, sizeof(msg), "%s: pthread_create", who);
+				errno = e;
+				perror(msg);
+			}
+			return WL_EX_RUNTIME;
+		}
+		th->n = t + 1;
+	}
+	return 0;
+}
+
+int wl_threads_join(struct wl_threads *th, const struct wl_thread_rec *rec)
+{
+	int t, started = 0;
+
+	for (t = 0; t < th->n; t++) {
+		pthread_join(th->tid[t], NULL);
+		if (rec)
+			started += rec[t].tid > 0;
+	}
+	return started;
+}
+
 /* ---- JSON ---------------------------------------------------------------- */
 
 static void jput(struct wl_json *j, const char *fmt, va_list ap)

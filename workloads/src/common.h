@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * common.h - shared helpers for numa-lb-study's synthetic workloads:
- * argument parsing, timing, thread bookkeeping, page-placement queries
- * (move_pages with NULL nodes) and the one-line JSON report.
+ * argument parsing, timing, starting/joining and bookkeeping of threads,
+ * page-placement queries (move_pages with NULL nodes) and the one-line JSON
+ * report.
  *
  * No libnuma: the guest image and the PARSEC overlay must not depend on
  * it, and the few NUMA syscalls we need are stable kernel ABI.
@@ -80,6 +81,25 @@ struct wl_thread_rec {
 
 void wl_thread_start(struct wl_thread_rec *r);	/* call first in a worker */
 void wl_thread_end(struct wl_thread_rec *r);	/* call last in a worker */
+
+/* A workload's worker threads, started together and joined together. Start
+ * and join are two calls because every workload synchronises with its
+ * workers in between (barriers, the task count, the master's rounds). The
+ * ids live here: --threads is at most WL_MAX_THREADS, so nothing to free. */
+struct wl_threads {
+	pthread_t tid[WL_MAX_THREADS];
+	int n;			/* threads created */
+};
+
+/* Create n threads; thread t runs fn((char *)args + t * arg_size). Returns 0,
+ * or WL_EX_RUNTIME if n is out of range or a pthread_create fails (then
+ * perror("<who>: pthread_create"), silent when who is NULL). Threads already
+ * created are left running: they wait on the caller's barriers. */
+int wl_threads_start(struct wl_threads *th, int n, void *(*fn)(void *),
+		     void *args, size_t arg_size, const char *who);
+/* Join every created thread; returns how many of rec[0..n) have a tid (the
+ * worker got to wl_thread_start), 0 when rec is NULL. */
+int wl_threads_join(struct wl_threads *th, const struct wl_thread_rec *rec);
 
 /* Minimal JSON line writer (one object, printed on stdout at the end). */
 struct wl_json {

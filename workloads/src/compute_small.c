@@ -86,7 +86,7 @@ int main(int argc, char **argv)
 			     .placement = 1, .verify_stride = 16 };
 	struct shared s;
 	struct warg *args;
-	pthread_t *tids;
+	struct wl_threads th;
 	struct wl_json j;
 	uint64_t i, k, checked = 0, mismatches = 0;
 	double t0, t1, tq, t2, total = 0;
@@ -108,8 +108,7 @@ int main(int argc, char **argv)
 	s.threads = o.threads;
 	s.rec = calloc((size_t)o.threads, sizeof(*s.rec));
 	args = calloc((size_t)o.threads, sizeof(*args));
-	tids = calloc((size_t)o.threads, sizeof(*tids));
-	if (!s.rec || !args || !tids)
+	if (!s.rec || !args)
 		return WL_EX_RUNTIME;
 
 	t0 = wl_now();
@@ -146,18 +145,13 @@ int main(int argc, char **argv)
 	for (t = 0; t < o.threads; t++) {
 		args[t].s = &s;
 		args[t].id = t;
-		if (pthread_create(&tids[t], NULL, worker, &args[t])) {
-			perror("compute_small: pthread_create");
-			return WL_EX_RUNTIME;
-		}
 	}
+	if (wl_threads_start(&th, o.threads, worker, args, sizeof(*args), "compute_small"))
+		return WL_EX_RUNTIME;
 	pthread_barrier_wait(&s.start);
 	tasks = wl_count_tasks();
 	pthread_barrier_wait(&s.go);
-	for (t = 0; t < o.threads; t++) {
-		pthread_join(tids[t], NULL);
-		started += s.rec[t].tid > 0;
-	}
+	started = wl_threads_join(&th, s.rec);
 	t2 = wl_now();
 
 	for (i = 0; i < s.n; i++) {

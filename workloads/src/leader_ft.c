@@ -76,7 +76,7 @@ int main(int argc, char **argv)
 			     .placement = 1 };
 	struct shared s;
 	struct warg *args;
-	pthread_t *tids;
+	struct wl_threads th;
 	struct wl_json j;
 	uint64_t i, k, sum0 = 0, final = 0, reads = 0, exp_final, exp_reads = 0;
 	double t0, t1, tq, t2;
@@ -99,8 +99,7 @@ int main(int argc, char **argv)
 	s.rec = calloc((size_t)o.threads, sizeof(*s.rec));
 	s.read_sums = calloc((size_t)o.threads, sizeof(uint64_t));
 	args = calloc((size_t)o.threads, sizeof(*args));
-	tids = calloc((size_t)o.threads, sizeof(*tids));
-	if (!s.rec || !s.read_sums || !args || !tids)
+	if (!s.rec || !s.read_sums || !args)
 		return WL_EX_RUNTIME;
 
 	t0 = wl_now();
@@ -132,19 +131,14 @@ int main(int argc, char **argv)
 	for (t = 0; t < o.threads; t++) {
 		args[t].s = &s;
 		args[t].id = t;
-		if (pthread_create(&tids[t], NULL, worker, &args[t])) {
-			perror("leader_ft: pthread_create");
-			return WL_EX_RUNTIME;
-		}
 	}
+	if (wl_threads_start(&th, o.threads, worker, args, sizeof(*args), "leader_ft"))
+		return WL_EX_RUNTIME;
 	pthread_barrier_wait(&s.start);
 	/* every worker is alive and blocked on 'go': count the thread group */
 	tasks = wl_count_tasks();
 	pthread_barrier_wait(&s.go);
-	for (t = 0; t < o.threads; t++) {
-		pthread_join(tids[t], NULL);
-		started += s.rec[t].tid > 0;
-	}
+	started = wl_threads_join(&th, s.rec);
 	t2 = wl_now();
 
 	/* closed-form check: S_k = M^k S_0 + n add_k; every chunk is read twice

@@ -103,7 +103,7 @@ int main(int argc, char **argv)
 			     .placement = 1, .private_size = 64 << 10 };
 	struct shared s;
 	struct warg *args;
-	pthread_t *tids;
+	struct wl_threads th;
 	struct wl_json j;
 	uint64_t i, k, sk, final = 0, exp_final, priv_sum = 0, exp_priv = 0, sum_s = 0;
 	uint64_t tri;
@@ -131,8 +131,7 @@ int main(int argc, char **argv)
 	s.s = calloc((size_t)o.threads, sizeof(uint64_t));
 	s.rec = calloc((size_t)o.threads, sizeof(*s.rec));
 	args = calloc((size_t)o.threads, sizeof(*args));
-	tids = calloc((size_t)o.threads, sizeof(*tids));
-	if (!s.priv || !s.s || !s.rec || !args || !tids)
+	if (!s.priv || !s.s || !s.rec || !args)
 		return WL_EX_RUNTIME;
 
 	t0 = wl_now();
@@ -152,11 +151,9 @@ int main(int argc, char **argv)
 	for (t = 0; t < o.threads; t++) {
 		args[t].s = &s;
 		args[t].id = t;
-		if (pthread_create(&tids[t], NULL, client, &args[t])) {
-			perror("master_clients: pthread_create");
-			return WL_EX_RUNTIME;
-		}
 	}
+	if (wl_threads_start(&th, o.threads, client, args, sizeof(*args), "master_clients"))
+		return WL_EX_RUNTIME;
 	pthread_barrier_wait(&s.start);
 	t1 = wl_now();
 	tasks = wl_count_tasks();
@@ -181,10 +178,7 @@ int main(int argc, char **argv)
 			s.m[i] += r;
 		pthread_barrier_wait(&s.round);
 	}
-	for (t = 0; t < o.threads; t++) {
-		pthread_join(tids[t], NULL);
-		started += s.rec[t].tid > 0;
-	}
+	started = wl_threads_join(&th, s.rec);
 	t2 = wl_now();
 
 	/* verification */

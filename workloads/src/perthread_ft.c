@@ -100,7 +100,7 @@ int main(int argc, char **argv)
 			     .placement = 1, .share_pct = 12 };
 	struct shared s;
 	struct warg *args;
-	pthread_t *tids;
+	struct wl_threads th;
 	struct wl_json j;
 	uint64_t i, k, final = 0, reads = 0, exp_final = 0, exp_reads = 0;
 	uint64_t *sum0, *part0;
@@ -128,10 +128,9 @@ int main(int argc, char **argv)
 	s.rec = calloc((size_t)o.threads, sizeof(*s.rec));
 	s.read_sums = calloc((size_t)o.threads, sizeof(uint64_t));
 	args = calloc((size_t)o.threads, sizeof(*args));
-	tids = calloc((size_t)o.threads, sizeof(*tids));
 	sum0 = calloc((size_t)o.threads, sizeof(uint64_t));
 	part0 = calloc((size_t)o.threads, sizeof(uint64_t));
-	if (!s.blk || !s.rec || !s.read_sums || !args || !tids || !sum0 || !part0)
+	if (!s.blk || !s.rec || !s.read_sums || !args || !sum0 || !part0)
 		return WL_EX_RUNTIME;
 
 	pthread_barrier_init(&s.start, NULL, (unsigned)o.threads + 1);
@@ -144,11 +143,9 @@ int main(int argc, char **argv)
 	for (t = 0; t < o.threads; t++) {
 		args[t].s = &s;
 		args[t].id = t;
-		if (pthread_create(&tids[t], NULL, worker, &args[t])) {
-			perror("perthread_ft: pthread_create");
-			return WL_EX_RUNTIME;
-		}
 	}
+	if (wl_threads_start(&th, o.threads, worker, args, sizeof(*args), "perthread_ft"))
+		return WL_EX_RUNTIME;
 	pthread_barrier_wait(&s.start);
 	tq0 = wl_now();		/* init (allocation + first touch) done */
 	tasks = wl_count_tasks();
@@ -161,10 +158,7 @@ int main(int argc, char **argv)
 	pthread_barrier_wait(&s.placed);
 	tq1 = wl_now();
 	pthread_barrier_wait(&s.go);
-	for (t = 0; t < o.threads; t++) {
-		pthread_join(tids[t], NULL);
-		started += s.rec[t].tid > 0;
-	}
+	started = wl_threads_join(&th, s.rec);
 	t2 = wl_now();
 
 	for (t = 0; t < o.threads; t++) {

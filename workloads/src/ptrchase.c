@@ -262,11 +262,9 @@ static int measure(const struct wl_opts *o, int cpu_node, int mem_node,
 		   struct chase *cs, int *tasks)
 {
 	pthread_barrier_t ready;
-	pthread_t *tids = calloc((size_t)o->threads, sizeof(*tids));
+	struct wl_threads th;
 	int t;
 
-	if (!tids)
-		return WL_EX_RUNTIME;
 	pthread_barrier_init(&ready, NULL, (unsigned)o->threads + 1);
 	for (t = 0; t < o->threads; t++) {
 		memset(&cs[t], 0, sizeof(cs[t]));
@@ -278,18 +276,14 @@ static int measure(const struct wl_opts *o, int cpu_node, int mem_node,
 		cs[t].hugepage = o->hugepage;
 		cs[t].id = t;
 		cs[t].ready = &ready;
-		if (pthread_create(&tids[t], NULL, chase_thread, &cs[t])) {
-			free(tids);
-			return WL_EX_RUNTIME;
-		}
 	}
+	if (wl_threads_start(&th, o->threads, chase_thread, cs, sizeof(*cs), NULL))
+		return WL_EX_RUNTIME;
 	pthread_barrier_wait(&ready);
 	if (tasks)
 		*tasks = wl_count_tasks();
-	for (t = 0; t < o->threads; t++)
-		pthread_join(tids[t], NULL);
+	wl_threads_join(&th, NULL);
 	pthread_barrier_destroy(&ready);
-	free(tids);
 	for (t = 0; t < o->threads; t++)
 		if (cs[t].err) {
 			fprintf(stderr, "ptrchase: cpu node %d, mem node %d (-1 = unbound): %s\n",
