@@ -1,0 +1,153 @@
+"""The mix runner's job format: a job (JSON) validated and normalised.
+
+Split out of mixrunner.py so the host (analysis/sweep, disk-image/qemu_boot)
+and the guest share one validator; it only checks and fills in defaults, it
+runs nothing. Stdlib only, Python >= 3.6 (see mixrunner.py).
+"""
+
+# typing.List/Dict/Optional on purpose: the guest may run Python 3.6.
+# ruff: noqa: UP006, UP035, UP045
+
+import os
+import re
+from typing import Any, Dict
+
+import parsec_catalog
+
+SCHEMA = 1
+PINNINGS = ("free", "direct", "interleave", "crossed")
+SYNTHETIC = tuple(parsec_catalog.SYNTHETIC)
+_NAME_OK = re.compile(r"^[A-Za-z0-9_.+-]{1,64}$")
+_POLICY_OK = re.compile(r"^[a-z0-9_]{1,32}$")
+
+
+class JobError(Exception):
+    """The job file is malformed: nothing was run."""
+
+
+def _get(d: Dict[str, Any], key: str, types: Any, default: Any = None) -> Any:
+    v = d.get(key, default)
+    if v is not None and not isinstance(v, types):
+        raise JobError(f"{key!r} has the wrong type: {v!r}")
+    if isinstance(v, bool) and types in (int, float, (int, float)):
+        raise JobError(f"{key!r} must be a number, not a boolean")
+    return v
+
+
+def load_job(job: Dict[str, Any]) -> Dict[str, Any]:
+    """Validate a job and return it normalised (defaults filled in)."""
+    if not isinstance(job, dict):
+        raise JobError("a job is a JSON object")
+    known = {
+        "schema", "run_id", "policy", "numa_balancing", "strict_policy", "pinning",
+        "pin_threads", "sample_interval_s", "read_sched", "timeout_s", "parsec",
+        "bin_dir", "programs", "restore_sysctls",
+    }  # fmt: skip
+    unknown = sorted(set(job) - known)
+    if unknown:
+        raise JobError(f"unknown job keys: {unknown}")
+    if _get(job, "schema", int, SCHEMA) != SCHEMA:
+        raise JobError(f"job schema {job.get('schema')} not supported (want {SCHEMA})")
+    out = {
+        "schema": SCHEMA,
+        "run_id": _get(job, "run_id", str, ""),
+        "policy": _get(job, "policy", str),
+        "numa_balancing": _get(job, "numa_balancing", int),
+        "strict_policy": _get(job, "strict_policy", bool, False),
+        "pinning": _get(job, "pinning", str, "free"),
+        "pin_threads": _get(job, "pin_threads", bool, True),
+        "sample_interval_s": float(_get(job, "sample_interval_s", (int, float), 0.1)),
+        "read_sched": _get(job, "read_sched", bool, True),
+        "timeout_s": _get(job, "timeout_s", (int, float)),
+        "bin_dir": _get(job, "bin_dir", str),
+        "restore_sysctls": _get(job, "restore_sysctls", bool, True),
+    }  # type: Dict[str, Any]
+    pol = out["policy"]
+    if pol is not None and not _POLICY_OK.match(pol):
+        raise JobError(f"bad policy name {pol!r}")
+    if pol == "autonuma":
+        # the study's vocabulary: autonuma = stock selection + NUMA balancing
+        if out["numa_balancing"] == 0:
+            raise JobError("policy 'autonuma' contradicts numa_balancing=0")
+        out["policy"], out["numa_balancing"] = "default", 1
+    out["policy_requested"] = pol
+    if out["numa_balancing"] not in (None, 0, 1):
+        raise JobError("numa_balancing must be 0, 1 or null")
+    if out["pinning"] not in PINNINGS:
+        raise JobError(f"pinning must be one of {PINNINGS}")
+    if not out["sample_interval_s"] > 0:
+        raise JobError("sample_interval_s must be > 0")
+    if out["timeout_s"] is not None and not out["timeout_s"] > 0:
+        raise JobError("timeout_s must be > 0")
+    parsec = _get(job, "parsec", dict, {})
+    out["parsec"] = {
+        "root": _get(parsec, "root", str, parsec_catalog.GEM5_PARSEC_ROOT),
+        "config": _get(parsec, "config", str, parsec_catalog.GEM5_PARSEC_CONFIG),
+        "launcher": _get(parsec, "launcher", str, "parsecmgmt"),
+    }
+    if out["parsec"]["launcher"] not in ("parsecmgmt", "direct"):
+        raise JobError("parsec.launcher must be 'parsecmgmt' or 'direct'")
+    progs = _get(job, "programs", list)
+    if not progs:
+        raise JobError("a job needs a non-empty 'programs' list")
+    out["programs"] = []
+    names = set()
+    for i, p in enumerate(progs):
+        q = _load_program(i, p)
+        if q["name"] in names:
+            raise JobError(f"duplicate program name {q['name']!r}")
+        names.add(q["name"])
+        out["programs"].append(q)
+    return out
+
+
+def _load_program(i: int, p: Any) -> Dict[str, Any]:
+    if not isinstance(p, dict):
+        raise JobError(f"program {i} is not an object")
+    kinds = [k for k in ("workload", "parsec", "cmd") if k in p]
+    if len(kinds) != 1:
+        raise JobError(f"program {i}: give exactly one of workload, parsec, cmd")
+    known = {"name", "workload", "parsec", "cmd", "threads", "args", "input", "node", "env"}
+    unknown = sorted(set(p) - known)
+    if unknown:
+        raise JobError(f"program {i}: unknown keys {unknown}")
+    kind = kinds[0]
+    q = {"index": i, "kind": kind}  # type: Dict[str, Any]
+    q["threads"] = _get(p, "threads", int, 1)
+    if q["threads"] < 1:
+        raise JobError(f"program {i}: threads must be >= 1")
+    q["args"] = _get(p, "args", list, [])
+    if not all(isinstance(a, str) for a in q["args"]):
+        raise JobError(f"program {i}: args must be strings")
+    q["node"] = _get(p, "node", int)
+    env = _get(p, "env", dict, {})
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+        raise JobError(f"program {i}: env must map strings to strings")
+    q["env"] = env
+    if kind == "workload":
+        q["workload"] = _get(p, "workload", str)
+        if q["workload"] not in SYNTHETIC:
+            raise JobError(f"program {i}: unknown workload {q['workload']!r} ({SYNTHETIC})")
+        default = q["workload"]
+    elif kind == "parsec":
+        try:
+            prog = parsec_catalog.lookup(_get(p, "parsec", str))
+        except KeyError as e:
+            raise JobError(f"program {i}: {e.args[0]}") from None
+        q["parsec"] = prog.package
+        q["input"] = _get(p, "input", str, "simsmall")
+        if q["input"] not in parsec_catalog.INPUTS:
+            raise JobError(f"program {i}: input must be one of {parsec_catalog.INPUTS}")
+        if q["args"]:
+            raise JobError(f"program {i}: PARSEC programs take no args")
+        default = prog.package
+    else:
+        cmd = _get(p, "cmd", list)
+        if not cmd or not all(isinstance(a, str) for a in cmd):
+            raise JobError(f"program {i}: cmd must be a non-empty list of strings")
+        q["cmd"] = cmd
+        default = os.path.basename(cmd[0])
+    q["name"] = _get(p, "name", str, f"{i}-{default}")
+    if not _NAME_OK.match(q["name"]):
+        raise JobError(f"program {i}: name {q['name']!r} must match {_NAME_OK.pattern}")
+    return q
