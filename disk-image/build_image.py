@@ -190,6 +190,8 @@ def input_files(workloads: Path = WORKLOADS, init: Path = INIT) -> dict[str, Pat
         if p.name == "Makefile" or p.suffix in (".c", ".h", ".py"):
             files[f"workloads/{rel.as_posix()}"] = p
     files["disk-image/init/numa-lb-init"] = init
+    for p in sorted(init.parent.glob("*.py")):  # the init's phase modules, next to it
+        files[f"disk-image/init/{p.name}"] = p
     files["disk-image/build_image.py"] = Path(__file__).resolve()
     return files
 
@@ -562,8 +564,9 @@ def find_ext4(image: Path, partition: int | None = None) -> int:
 
 def stage_files(tmp: Path, manifest: dict[str, object]) -> Path:
     """Our files under TMP/root as they go into the image: PREFIX/bin (make install:
-    m5, the workloads, mixrunner.py, parsec_catalog.py), PREFIX/sbin/numa-lb-init and
-    PREFIX/manifest.json.  The compile happens in TMP, not in the source tree."""
+    m5, the workloads, mixrunner.py and its mix_*.py, parsec_catalog.py),
+    PREFIX/sbin/numa-lb-init with its init_*.py, and PREFIX/manifest.json.  The
+    compile happens in TMP, not in the source tree."""
     root = tmp / "root"
     log("staging our files: make -C workloads install")
     run(
@@ -576,6 +579,9 @@ def stage_files(tmp: Path, manifest: dict[str, object]) -> Path:
     sbin.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(INIT, sbin / "numa-lb-init")
     os.chmod(sbin / "numa-lb-init", 0o755)
+    for p in sorted(INIT.parent.glob("*.py")):  # the init imports these from its own dir
+        shutil.copyfile(p, sbin / p.name)
+        os.chmod(sbin / p.name, 0o644)
     files = {
         "/" + p.relative_to(root).as_posix(): sha256_file(p)
         for p in sorted(root.rglob("*"))

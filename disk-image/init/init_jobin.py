@@ -1,0 +1,117 @@
+"""Job in, for numa-lb-init: under gem5 `m5 readfile` (after an optional
+checkpoint), under QEMU the raw disk whose first tar member is the job
+marker, found by content among the disks that do not hold the root
+filesystem. Stdlib only, Python >= 3.6 (see numa-lb-init).
+"""
+
+# typing comments and %-formatting on purpose: the guest may run Python 3.6.
+# ruff: noqa: UP006, UP031, UP035, UP045
+import io
+import os
+import time
+from typing import IO, Any, Dict, List, Optional, Tuple
+
+from init_formats import JOB_MARKER, RESULTS_EMPTY, JobError, unpack_job
+from init_system import cmdline_param, read_file
+
+
+class JobIn:
+    """Init's job reading (mixed into Init: uses self.a, self.log, self.m5_call,
+    self.backend, self.status; sets self.results_disk under QEMU)."""
+
+    def guest_disks(self) -> List[str]:
+        """Whole disks that do not hold the root filesystem."""
+        if self.a.disk:
+            return list(self.a.disk)
+        root = os.stat("/").st_dev
+        out = []
+        try:
+            names = sorted(os.listdir("/sys/block"))
+        except OSError:
+            return out
+        for name in names:
+            if name.startswith(("loop", "ram", "sr", "zram", "dm-", "md", "nbd")):
+                continue
+            base = "/sys/block/" + name
+            devs = [read_file(base + "/dev")]
+            devs += [
+                read_file(base + "/" + s + "/dev") for s in os.listdir(base) if s.startswith(name)
+            ]
+            if any(dev_t(d) == root for d in devs if d):
+                continue
+            out.append("/dev/" + name)
+        return out
+
+    def find_disks(self, deadline: float) -> Tuple[Optional[str], Optional[str]]:
+        job_disk = res_disk = None
+        while True:
+            for dev in self.guest_disks():
+                name = first_member(dev)
+                if name == JOB_MARKER:
+                    job_disk = dev
+                elif name == RESULTS_EMPTY:
+                    res_disk = dev
+            if (job_disk and res_disk) or time.time() > deadline:
+                return job_disk, res_disk
+            time.sleep(0.2)
+
+    def read_job(self) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+        if self.backend == "gem5":
+            if cmdline_param("numa_lb.checkpoint") == "1":
+                self.log("m5 checkpoint")
+                self.m5_call(["checkpoint"])
+            self.log("m5 readfile")
+            rc, data = self.m5_call(["readfile"])
+            if rc != 0 or not data:
+                raise JobError("m5 readfile returned no job (rc %d)" % rc)
+        else:
+            wait = self.a.disk_wait
+            if wait is None:
+                wait = float(cmdline_param("numa_lb.disk_wait") or 30)
+            job_disk, self.results_disk = self.find_disks(time.time() + wait)
+            self.log("job disk %s, results disk %s" % (job_disk, self.results_disk))
+            if job_disk is None:
+                raise JobError("no job disk (a disk whose first tar member is %s)" % JOB_MARKER)
+            with open(job_disk, "rb") as f:
+                data = read_tar_stream(f)
+        self.status["job_bytes"] = len(data)
+        return unpack_job(data)
+
+
+def dev_t(text: str) -> int:
+    major, minor = text.strip().split(":")
+    return os.makedev(int(major), int(minor))
+
+
+def first_member(dev: str) -> Optional[str]:
+    """Name of the first tar member on DEV (one 512-byte block), None if not a tar."""
+    try:
+        with open(dev, "rb") as f:
+            block = f.read(512)
+    except OSError:
+        return None
+    if len(block) < 512 or block[257:262] != b"ustar":
+        return None
+    return block[:100].split(b"\0", 1)[0].decode(errors="replace")
+
+
+def read_tar_stream(f: IO[bytes], limit: int = 64 << 20) -> bytes:
+    """The bytes of a tar archive at the start of a raw disk, up to its end marker."""
+    out = io.BytesIO()
+    zeros = 0
+    while out.tell() < limit:
+        block = f.read(512)
+        if len(block) < 512:
+            break
+        out.write(block)
+        if block == bytes(512):
+            zeros += 1
+            if zeros == 2:
+                break
+            continue
+        zeros = 0
+        if block[257:262] == b"ustar":
+            size = int(block[124:136].split(b"\0", 1)[0].strip() or b"0", 8)
+            data = f.read((size + 511) // 512 * 512)
+            out.write(data)
+    return out.getvalue()
