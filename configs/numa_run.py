@@ -54,6 +54,15 @@ CPU_TYPES = {"atomic": CPUTypes.ATOMIC, "timing": CPUTypes.TIMING, "o3": CPUType
 # image says so too; that file wins when present).
 DEFAULT_INIT = INIT_PATH
 GUEST_PREFIX = "guest-"
+# gem5 MessageBuffer::enqueue: with the Ruby system's randomization on, every
+# message ignores its delay and waits random_time() = 1-4 ticks instead.
+PERTURB_REFUSED = (
+    "--perturb is refused for study runs: Ruby randomization makes every message "
+    "buffer ignore its delay (MessageBuffer::enqueue uses a random 1-4 ticks), so the "
+    "link latency and every cache/directory latency vanish and the NUMA factor "
+    "collapses to about 1. Repeats differ on the guest side instead (--seed, the "
+    "init's repeat seed). The protocol tester configs/ruby_random_test.py keeps it."
+)
 CONSOLE_FILE = "board.pc.com_1.device"  # gem5's file for the board's first UART
 
 
@@ -77,7 +86,7 @@ def parse_args() -> argparse.Namespace:
     g.add_argument(
         "--perturb",
         action="store_true",
-        help="randomise Ruby message-buffer delays (seeded by --seed) so repeats differ",
+        help="refused: Ruby randomization erases the latency model (configs/ruby_random_test.py)",
     )
     g.add_argument("--kernel-arg", action="append", default=[], help="extra kernel argument")
     g.add_argument("--max-sim-seconds", type=float, help="stop after this much simulated time")
@@ -111,6 +120,8 @@ def fail(message: str) -> None:
 
 def main() -> None:
     args = parse_args()
+    if args.perturb:
+        fail(PERTURB_REFUSED)
     topology = topology_or_exit(args)
     for what, path in (("kernel", args.kernel), ("disk image", args.disk_image)):
         if not path.is_file():
@@ -135,8 +146,6 @@ def main() -> None:
     board = NumaX86Board(
         topology=topology, processor=processor, cache_hierarchy=hierarchy, output_dir=outdir
     )
-    if args.perturb:
-        hierarchy.ruby_system.randomization = True
     _m5.core.seedRandom(args.seed)  # gem5's random_mt (Ruby delays, testers)
 
     # One command line for both backends (numa_lb/kernel_cmdline.py); the root
@@ -178,6 +187,8 @@ def main() -> None:
         save_checkpoint=lambda path: simulator.save_checkpoint(path),
         take_checkpoint=args.take_checkpoint,
         record=record,
+        # workbegin/workend carry their work id as the exit event's code
+        work_id=lambda: simulator.get_last_exit_event_code(),
     )
     simulator = Simulator(board=board, on_exit_event=protocol.handlers(ExitEvent))
     if args.max_sim_seconds is not None:

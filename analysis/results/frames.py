@@ -26,9 +26,16 @@ from typing import Any
 
 import pandas as pd
 
-from .gem5stats import StatsError, load_config, parse_stats_file, roi_dump, roi_dump_index
+from .gem5stats import (
+    StatsError,
+    load_config,
+    parse_stats_file,
+    remote_requests,
+    roi_dump,
+    roi_dump_index,
+)
 from .guest import parse_results_file
-from .metrics import add_speedup, gem5_metrics, guest_metrics
+from .metrics import add_speedup, gem5_input_problems, gem5_metrics, guest_metrics
 
 SPEC_COLS = [
     "backend",
@@ -167,10 +174,16 @@ def load_run(
                 errors.append(("m5out/config.json", f"unreadable: {e}"))
         if stats.is_file():
             try:
+                # ROI unknown (roi.json missing/corrupt) is an error, never a
+                # silent fallback to gem5's exit dump.
                 dump = roi_dump(parse_stats_file(stats), roi_dump_index(path / "m5out"))
                 rows.extend(
                     gem5_metrics(dump.values, cfg, mix, int(point.get("cores_per_socket") or 1))
                 )
+                errors.extend(("m5out/stats.txt", e) for e in gem5_input_problems(dump.values))
+                rr = remote_requests(dump.values, cfg)
+                if rr is not None and not rr["available"]:
+                    errors.append(("m5out/stats.txt", f"remote/local split: {rr['reason']}"))
             except (StatsError, OSError) as e:
                 errors.append(("m5out/stats.txt", str(e)))
         else:

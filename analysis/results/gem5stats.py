@@ -20,9 +20,16 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+_CONFIGS = str(Path(__file__).resolve().parents[2] / "configs")
+if _CONFIGS not in sys.path:
+    sys.path.insert(0, _CONFIGS)
+
+from numa_lb.roi import RoiUnknown, roi_stats_dump_index  # noqa: E402 - the ROI record's reader
 
 BEGIN = "---------- Begin Simulation Statistics ----------"
 END = "---------- End Simulation Statistics   ----------"
@@ -98,11 +105,12 @@ def parse_stats_file(path: Path) -> list[Dump]:
 def roi_dump(dumps: list[Dump], index: int | None = None) -> Dump:
     """The dump the metrics use: the ROI's.
 
-    configs/numa_run.py resets the statistics at the guest's workbegin, dumps
+    configs/numa_run.py resets the statistics at the guest's ROI workbegin, dumps
     them at its workend and records that dump's position in m5out/roi.json
-    (``roi.stats_dump_index``; pass it as ``index``). gem5 dumps once more when
-    it exits, so without an index the last complete dump is taken, which then
-    also covers the hand back after the ROI.
+    (``roi.stats_dump_index``; pass it as ``index``, from ``roi_dump_index``).
+    ``index=None`` takes the last complete dump: only for ad-hoc looks, since
+    gem5 dumps once more when it exits and that dump also covers the boot CPUs'
+    instructions and the hand back after the ROI.
     """
     if not dumps:
         raise StatsError("no statistics dump in stats.txt")
@@ -120,14 +128,24 @@ def roi_dump(dumps: list[Dump], index: int | None = None) -> Dump:
     return complete[-1]
 
 
-def roi_dump_index(m5out: Path) -> int | None:
-    """``roi.stats_dump_index`` from the run script's m5out/roi.json, if recorded."""
+def roi_dump_index(m5out: Path) -> int:
+    """``roi.stats_dump_index`` from the run script's m5out/roi.json.
+
+    Raises ``StatsError("ROI unknown: ...")`` when the file is missing, corrupt,
+    or records no closed ROI: the metrics are then not computed at all, rather
+    than silently taken from gem5's exit dump.
+    """
     try:
-        roi = json.loads((m5out / "roi.json").read_text()).get("roi") or {}
-    except (OSError, ValueError):
-        return None
-    idx = roi.get("stats_dump_index")
-    return idx if isinstance(idx, int) else None
+        return roi_stats_dump_index(m5out)
+    except RoiUnknown as e:
+        raise StatsError(str(e)) from None
+
+
+def nonfinite(values: dict[str, float], suffixes: tuple[str, ...]) -> list[str]:
+    """Names of the statistics ending in one of ``suffixes`` whose value is nan/inf."""
+    return sorted(
+        k for k, v in values.items() if not math.isfinite(v) and k.endswith(suffixes)
+    )
 
 
 # ----------------------------------------------------------------- config.json
@@ -157,46 +175,68 @@ _CACHE_IDX = re.compile(r"(?:core_caches|l1_cntrl|L1Cache_Controller)(\d+)\.")
 
 
 def _per_index(values: dict[str, float], suffix: str, rx: re.Pattern[str]) -> dict[int, float]:
+    """Per-index sums; an index with a nan/inf input is nan (its metrics stay empty)."""
     out: dict[int, float] = {}
     for k, v in values.items():
         if k.endswith(suffix):
             m = rx.search(k)
-            if m and not math.isnan(v):
+            if m:
                 i = int(m.group(1))
-                out[i] = out.get(i, 0.0) + v  # switchable CPUs: the inactive one counts 0
+                # switchable CPUs: the inactive one counts 0; nan propagates
+                out[i] = out.get(i, 0.0) + (v if math.isfinite(v) else math.nan)
     return out
 
 
+INSTS_STAT = ".commitStats0.numInsts"
+CYCLES_STAT = ".core.numCycles"
+# gem5's busy-cycle count: numCycles x the tick-weighted not-idle fraction of the
+# thread (BaseSimpleCPU). numCycles alone counts halted time too, and
+# TimingSimpleCPU folds a halt into numCycles only at its next activity.
+BUSY_CYCLES_STAT = ".exec_context.thread_0.numBusyCycles"
+LLC_MISS_STAT = ".L2cache.m_demand_misses"
+CORE_STATS = (INSTS_STAT, ".numInsts", CYCLES_STAT, BUSY_CYCLES_STAT, LLC_MISS_STAT)
+
+
 def core_counters(values: dict[str, float]) -> dict[str, dict[int, float]]:
-    """Per-CPU committed instructions, cycles and LLC (= private L2) demand misses."""
-    insts = _per_index(values, ".commitStats0.numInsts", _CPU_IDX)
+    """Per-CPU committed instructions, all and busy cycles, LLC (= private L2) demand misses."""
+    insts = _per_index(values, INSTS_STAT, _CPU_IDX)
     if not insts:
         insts = _per_index(values, ".numInsts", _CPU_IDX)
-    cycles = _per_index(values, ".core.numCycles", _CPU_IDX)
-    l2_miss = _per_index(values, ".L2cache.m_demand_misses", _CACHE_IDX)
-    return {"insts": insts, "cycles": cycles, "l2_demand_misses": l2_miss}
+    cycles = _per_index(values, CYCLES_STAT, _CPU_IDX)
+    busy = _per_index(values, BUSY_CYCLES_STAT, _CPU_IDX)
+    l2_miss = _per_index(values, LLC_MISS_STAT, _CACHE_IDX)
+    return {"insts": insts, "cycles": cycles, "busy_cycles": busy, "l2_demand_misses": l2_miss}
+
+
+REQUEST_TYPE = "Request_Control"  # GETS/GETX from a cache to the home directory
+WRITEBACK_TYPE = "Writeback_Control"  # PUT: a cache evicting a line (clean or dirty)
 
 
 def remote_requests(
     values: dict[str, float], cfg: dict[str, Any] | None, request_vnet: int = 2
 ) -> dict[str, Any] | None:
-    """Remote/local memory requests per socket (MOESI_hammer, fully connected).
+    """Remote/local memory requests and writebacks per socket (MOESI_hammer).
 
     docs/DESIGN.md: with a direct link between every socket pair, the request virtual
     network (vnet 2 in MOESI_hammer: requestFromCache -> requestToDir) on link
-    s->d carries the requests of socket s's caches homed at d. Requests reaching
-    directory d = its requestToDir buffer's message count; local = that minus the
-    inbound remote ones. Throttles are named per router in out-port order:
-    external (controller) links first, then internal links by destination router
-    (gem5's Topology::createLinks walks its (src, dst) map in order).
+    s->d carries the requests of socket s's caches homed at d. What reaches
+    directory d is counted on its router's throttle towards it, split by message
+    type: demand requests (GETS/GETX, ``Request_Control``) and writebacks (PUT,
+    ``Writeback_Control``, clean evictions included). Local = arrivals at d minus
+    the inbound remote ones, per type. Throttles are named per router in
+    out-port order: external (controller) links first, in config order, then
+    internal links by destination router (gem5's Topology::createLinks).
 
-    The request vnet carries the caches' GETS/GETX (``Request_Control``) and
-    their writebacks (PUT, ``Writeback_Control``): both are accesses to the home
-    memory, and both are counted. Checked on a real run whose answer is known
-    (tests/gem5/test_numa_boot.py: one thread on socket 0 chasing pointers in
-    node 1's memory puts its misses on link 0->1, and nothing comparable on the
-    links to a socket it does not touch). Returns None when the names it needs
-    are absent.
+    gem5 prints a throttle's message count only when it is non-zero, so a link
+    that exists in config.json but has no line carried 0 messages.
+
+    Checked on a real run whose answer is known (tests/gem5/test_numa_boot.py:
+    one thread on socket 0 chasing pointers in node 1's memory puts its misses
+    on link 0->1, and nothing comparable on the links to a socket it does not
+    touch). Returns None when config.json lacks the network; a dict with
+    ``available=False`` and a ``reason`` when the topology cannot be split (a
+    ring routes through intermediate sockets, and a throttle cannot tell
+    transit from originated traffic, so every link count would double-count).
     """
     if cfg is None:
         return None
@@ -207,49 +247,95 @@ def remote_requests(
         {lk.get("src_node", "") for _, lk in links} | {lk.get("dst_node", "") for _, lk in links}
     )
     ridx = {r: _last_int(r) for r in routers}
-    ext = find_objects(cfg, "SimpleExtLink")
-    ext_out: dict[int, int] = {}
-    for _, e in ext:
+    sockets = sorted(set(ridx.values()))
+    pairs = {(ridx.get(lk.get("src_node")), ridx.get(lk.get("dst_node"))) for _, lk in links}
+    missing = [(a, b) for a in sockets for b in sockets if a != b and (a, b) not in pairs]
+    if missing:
+        return {
+            "available": False,
+            "reason": (
+                f"no direct link {missing[0][0]}->{missing[0][1]} (ring or partial topology): "
+                "throttle counts cannot separate transit from originated requests"
+            ),
+            "consistent": False,
+        }
+    ext_ports: dict[int, list[str]] = {}
+    for _, e in find_objects(cfg, "SimpleExtLink"):
         r = ridx.get(e.get("int_node", ""), _last_int(e.get("int_node", "")))
-        ext_out[r] = ext_out.get(r, 0) + 1
-    remote: dict[tuple[int, int], float] = {}
-    for s in sorted(set(ridx.values())):
+        ext_ports.setdefault(r, []).append(str(e.get("ext_node", "")))
+    dir_rx = re.compile(r"(?:directories|dir_cntrl|Directory_Controller)(\d+)$")
+
+    def counts(s: int, port: int) -> dict[str, float]:
+        prefix = f"routers{s}.throttle{port:02d}.msg_count."
+        out: dict[str, float] = {}
+        for k, v in values.items():
+            if prefix in k and k.endswith(f"::{request_vnet}"):
+                kind = k.split(prefix, 1)[1].rsplit("::", 1)[0]
+                out[kind] = out.get(kind, 0.0) + v
+        return out
+
+    by_link: dict[tuple[int, int], dict[str, float]] = {}
+    arrivals: dict[int, dict[str, float]] = {}
+    for s in sockets:
+        ports = ext_ports.get(s, [])
+        for j, node in enumerate(ports):
+            m = dir_rx.search(node)
+            if m:
+                arrivals[int(m.group(1))] = counts(s, j)
         dsts = sorted(ridx[lk["dst_node"]] for _, lk in links if ridx.get(lk.get("src_node")) == s)
         for j, d in enumerate(dsts):
-            t = f"throttle{ext_out.get(s, 0) + j:02d}"
-            total = 0.0
-            found = False
-            for k, v in values.items():
-                if f"routers{s}.{t}.msg_count." in k and k.endswith(f"::{request_vnet}"):
-                    total += v
-                    found = True
-            if not found:
-                return None
-            remote[(s, d)] = total
+            by_link[(s, d)] = counts(s, len(ports) + j)
+    if not arrivals:
+        return None
+
+    def kind_sum(c: dict[str, float], kind: str | None) -> float:
+        return sum(v for k, v in c.items() if kind is None or k == kind)
+
     dir_req: dict[int, float] = {}
     for k, v in values.items():
         if k.endswith(".requestToDir.m_msg_count"):
             m = re.search(r"(?:directories|dir_cntrl|Directory_Controller)(\d+)\.", k)
             if m:
                 dir_req[int(m.group(1))] = v
-    if not dir_req:
-        return None
-    inbound = {d: sum(v for (s, dd), v in remote.items() if dd == d) for d in dir_req}
-    outbound = {s: sum(v for (ss, _), v in remote.items() if ss == s) for s in dir_req}
-    local = {d: dir_req[d] - inbound[d] for d in dir_req}
-    tot_remote = sum(remote.values())
-    tot = sum(dir_req.values())
-    ok = all(v >= 0 for v in local.values())
-    return {
-        "remote_by_link": {f"{s}->{d}": v for (s, d), v in remote.items()},
-        "local_by_socket": local,
-        "remote_out_by_socket": outbound,
-        "dir_requests": dir_req,
-        "remote_total": tot_remote,
-        "local_total": tot - tot_remote,
-        "remote_ratio": tot_remote / tot if tot > 0 else math.nan,
-        "consistent": ok,
-    }
+    out: dict[str, Any] = {"available": True, "reason": ""}
+    for kind, name in ((REQUEST_TYPE, "requests"), (WRITEBACK_TYPE, "writebacks"), (None, "all")):
+        remote = {sd: kind_sum(c, kind) for sd, c in by_link.items()}
+        inbound = {d: sum(v for (_, dd), v in remote.items() if dd == d) for d in arrivals}
+        local = {d: kind_sum(arrivals[d], kind) - inbound[d] for d in arrivals}
+        out[name] = {
+            "remote_by_link": {f"{s}->{d}": v for (s, d), v in remote.items()},
+            "remote_out_by_socket": {
+                s: sum(v for (ss, _), v in remote.items() if ss == s) for s in arrivals
+            },
+            "local_by_socket": local,
+            "remote_total": sum(remote.values()),
+            "local_total": sum(local.values()),
+        }
+        tot = out[name]["remote_total"] + out[name]["local_total"]
+        out[name]["remote_ratio"] = out[name]["remote_total"] / tot if tot > 0 else math.nan
+    arrived = {d: kind_sum(arrivals[d], None) for d in arrivals}
+    everything = out["all"]
+    # The split is trusted only when the directory throttles saw exactly what
+    # the directories received and no local count came out negative.
+    consistent = all(
+        math.isfinite(v) and v >= 0
+        for name in ("requests", "writebacks")
+        for v in out[name]["local_by_socket"].values()
+    ) and all(d not in dir_req or dir_req[d] == arrived[d] for d in arrived)
+    out.update(
+        {
+            # The totals over both kinds, under the names earlier callers use.
+            "remote_by_link": everything["remote_by_link"],
+            "local_by_socket": everything["local_by_socket"],
+            "remote_out_by_socket": everything["remote_out_by_socket"],
+            "dir_requests": dir_req or arrived,
+            "remote_total": everything["remote_total"],
+            "local_total": everything["local_total"],
+            "remote_ratio": everything["remote_ratio"],
+            "consistent": consistent,
+        }
+    )
+    return out
 
 
 def _last_int(s: str) -> int:

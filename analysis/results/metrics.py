@@ -17,14 +17,28 @@ sim_seconds          gem5: simSeconds of the ROI dump.
 speedup              default_elapsed / policy_elapsed, paired by repeat (same
                      configuration, same repeat index); 1 for default itself.
 improvement_pct      (speedup - 1) * 100: Chiang & Su [Chiang21]'s "performance increase".
-instructions,cycles  gem5 committed instructions / core cycles per CPU (ROI dump).
-ipc                  per CPU insts/cycles; for the mix sum(insts) / sum(cycles).
+instructions         gem5 committed instructions per CPU (commitStats0.numInsts, ROI dump).
+cycles               gem5 numCycles per CPU: every core cycle of the ROI, halted ones
+                     included (TimingSimpleCPU folds a halt in only at its next
+                     activity, so this undercounts a CPU halted at the dump).
+busy_cycles          gem5's busy-cycle count (exec_context.thread_0.numBusyCycles:
+                     numCycles x the tick-weighted not-idle fraction), per CPU.
+busy_fraction        busy_cycles / cycles.
+ipc                  IPC on busy (non-idle) cycles: per CPU insts / busy_cycles; for
+                     the mix sum(insts) / sum(busy_cycles). Idle CPUs do not dilute it.
+sim_speed_ips        ROI committed instructions (all CPUs) / ROI host seconds
+                     (hostSeconds of the ROI dump); gem5's hostInstRate is not used
+                     (its simInsts also counts the switched-out boot CPUs).
 llc_misses           demand misses of the last-level cache (the private L2 under
                      MOESI_hammer) per CPU, socket, mix.
 llc_mpki             llc_misses per 1000 committed instructions (CPU, socket, mix).
-remote_requests,     gem5: memory requests (GETS/GETX and writebacks) served by another
-local_requests       socket's directory / by the own one (gem5stats.remote_requests).
-remote_ratio         remote / (local + remote) (gem5 only).
+remote_requests,     gem5: demand requests (GETS/GETX) served by another socket's
+local_requests       directory / by the own one (gem5stats.remote_requests); a link
+                     with no throttle line carried 0. Needs a direct link per
+                     socket pair (ring: not available, said under Input problems).
+remote_ratio         remote_requests / (local_requests + remote_requests) (gem5 only).
+remote_writebacks,   gem5: writebacks (PUT, clean evictions included) to another
+local_writebacks     socket's / the own directory; remote_writeback_ratio likewise.
 remote_ratio_guest   guest view (kMLB): per thread group, the share of its
                      resident pages (numa_rss at the last sample) not on the node
                      its tasks were seen running on, weighted by task-samples per
@@ -47,6 +61,10 @@ page_migrations      /proc/vmstat pgmigrate_success delta (numa_pages_migrated
 numa_factor_measured remote/local latency from a ptrchase --sweep program in the
                      mix (calibration benchmark); absent otherwise.
 programs_failed      number of programs that did not exit 0.
+
+A gem5 statistic that is nan or inf is never read as 0: every metric it feeds
+(the CPU's, and the socket and mix aggregates over that CPU) is left empty and
+the run lists it under Input problems.
 """
 
 from __future__ import annotations
@@ -58,7 +76,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .gem5stats import core_counters, remote_requests
+from .gem5stats import CORE_STATS, core_counters, nonfinite, remote_requests
 from .guest import GuestResults
 
 
@@ -77,13 +95,18 @@ _M = [
     Metric("speedup", "x", "speedup over default", "higher"),
     Metric("improvement_pct", "%", "improvement over default", "higher"),
     Metric("instructions", "", "committed instructions", "", True),
-    Metric("cycles", "", "core cycles", "", True),
-    Metric("ipc", "", "IPC", "higher", True),
+    Metric("cycles", "", "core cycles (halted included)", "", True),
+    Metric("busy_cycles", "", "busy (non-idle) core cycles", "", True),
+    Metric("busy_fraction", "", "busy fraction of core cycles", "", True),
+    Metric("ipc", "", "IPC on busy cycles", "higher", True),
     Metric("llc_misses", "", "LLC demand misses", "lower", True),
     Metric("llc_mpki", "", "LLC MPKI", "lower", True),
     Metric("remote_requests", "", "remote memory requests", "lower", True),
     Metric("local_requests", "", "local memory requests", "", True),
     Metric("remote_ratio", "", "remote-access ratio", "lower", True),
+    Metric("remote_writebacks", "", "remote writebacks", "lower", True),
+    Metric("local_writebacks", "", "local writebacks", "", True),
+    Metric("remote_writeback_ratio", "", "remote-writeback ratio", "lower", True),
     Metric("remote_ratio_guest", "", "remote ratio (guest kMLB view)", "lower"),
     Metric("task_migrations", "", "task migrations", "lower"),
     Metric("cross_node_migrations_sampled", "", "cross-node migrations (sampled)", "lower"),
@@ -93,6 +116,7 @@ _M = [
     Metric("page_migrations", "", "page migrations", "lower"),
     Metric("numa_factor_measured", "", "measured NUMA factor", ""),
     Metric("programs_failed", "", "failed programs", "lower"),
+    Metric("sim_speed_ips", "inst/s", "simulation speed (ROI inst per host s)", "higher", True),
 ]
 METRICS: dict[str, Metric] = {m.name: m for m in _M}
 
@@ -246,56 +270,101 @@ def remote_ratio_guest(tgs: list[dict[str, Any]]) -> float | None:
     return num / den if den > 0 else None
 
 
+def _finite(x: float | None) -> bool:
+    return x is not None and math.isfinite(x)
+
+
 def gem5_metrics(
     values: dict[str, float], cfg: dict[str, Any] | None, mix: str, cores_per_socket: int
 ) -> list[Row]:
+    """Metrics of the ROI dump. A nan/inf input leaves the metrics it feeds empty
+    (per CPU, and every aggregate over that CPU); ``gem5_input_problems`` names it."""
     rows: list[Row] = []
-    if (v := values.get("simSeconds")) is not None:
+    if _finite(v := values.get("simSeconds")):
         rows.append(("mix", mix, "sim_seconds", v))
     c = core_counters(values)
-    insts, cycles, miss = c["insts"], c["cycles"], c["l2_demand_misses"]
+    insts, cycles, busy, miss = c["insts"], c["cycles"], c["busy_cycles"], c["l2_demand_misses"]
     for i in sorted(insts):
         cpu = f"cpu{i}"
-        rows.append(("cpu", cpu, "instructions", insts[i]))
-        if i in cycles:
+        if _finite(insts[i]):
+            rows.append(("cpu", cpu, "instructions", insts[i]))
+        if _finite(cycles.get(i)):
             rows.append(("cpu", cpu, "cycles", cycles[i]))
-            if cycles[i] > 0:
-                rows.append(("cpu", cpu, "ipc", insts[i] / cycles[i]))
-        if i in miss:
+        if _finite(busy.get(i)):
+            rows.append(("cpu", cpu, "busy_cycles", busy[i]))
+            if _finite(cycles.get(i)) and cycles[i] > 0:
+                rows.append(("cpu", cpu, "busy_fraction", busy[i] / cycles[i]))
+            if busy[i] > 0 and _finite(insts[i]):
+                rows.append(("cpu", cpu, "ipc", insts[i] / busy[i]))
+        if _finite(miss.get(i)):
             rows.append(("cpu", cpu, "llc_misses", miss[i]))
-            if insts[i] > 0:
+            if _finite(insts[i]) and insts[i] > 0:
                 rows.append(("cpu", cpu, "llc_mpki", miss[i] / insts[i] * 1000))
-    if insts:
-        ti, tc = sum(insts.values()), sum(cycles.values())
+
+    def total(d: dict[int, float]) -> float | None:
+        """Sum over every CPU, or None if any CPU's value is missing or not finite."""
+        if not d or any(i not in d or not _finite(d[i]) for i in insts):
+            return None
+        return sum(d[i] for i in insts)
+
+    ti, tc, tb, tm = total(insts), total(cycles), total(busy), total(miss)
+    if ti is not None:
         rows.append(("mix", mix, "instructions", ti))
-        if tc > 0:
-            rows.append(("mix", mix, "cycles", tc))
-            rows.append(("mix", mix, "ipc", ti / tc))
-        if miss:
-            tm = sum(miss.values())
-            rows.append(("mix", mix, "llc_misses", tm))
-            if ti > 0:
-                rows.append(("mix", mix, "llc_mpki", tm / ti * 1000))
-            sockets: dict[int, list[int]] = {}
-            for i in insts:
-                sockets.setdefault(i // max(1, cores_per_socket), []).append(i)
-            for s, cpus in sorted(sockets.items()):
-                si = sum(insts[i] for i in cpus)
-                sm = sum(miss.get(i, 0.0) for i in cpus)
-                rows.append(("socket", f"s{s}", "llc_misses", sm))
-                if si > 0:
-                    rows.append(("socket", f"s{s}", "llc_mpki", sm / si * 1000))
+        host = values.get("hostSeconds")
+        if _finite(host) and host > 0:
+            # ROI committed instructions / ROI host seconds: gem5's hostInstRate
+            # divides simInsts, which also counts the switched-out boot CPUs.
+            rows.append(("mix", mix, "sim_speed_ips", ti / host))
+    if tc is not None and tc > 0:
+        rows.append(("mix", mix, "cycles", tc))
+    if tb is not None and tb > 0:
+        rows.append(("mix", mix, "busy_cycles", tb))
+        if tc is not None and tc > 0:
+            rows.append(("mix", mix, "busy_fraction", tb / tc))
+        if ti is not None:
+            rows.append(("mix", mix, "ipc", ti / tb))
+    if tm is not None:
+        rows.append(("mix", mix, "llc_misses", tm))
+        if ti is not None and ti > 0:
+            rows.append(("mix", mix, "llc_mpki", tm / ti * 1000))
+    if miss:
+        sockets: dict[int, list[int]] = {}
+        for i in insts:
+            sockets.setdefault(i // max(1, cores_per_socket), []).append(i)
+        for s, cpus in sorted(sockets.items()):
+            sm = [miss.get(i) for i in cpus]
+            si = [insts[i] for i in cpus]
+            if not all(_finite(x) for x in sm + si):
+                continue
+            rows.append(("socket", f"s{s}", "llc_misses", sum(sm)))  # type: ignore[arg-type]
+            if sum(si) > 0:
+                rows.append(("socket", f"s{s}", "llc_mpki", sum(sm) / sum(si) * 1000))  # type: ignore[arg-type]
     rr = remote_requests(values, cfg)
     if rr is not None and rr["consistent"]:
-        rows.append(("mix", mix, "remote_requests", rr["remote_total"]))
-        rows.append(("mix", mix, "local_requests", rr["local_total"]))
-        rows.append(("mix", mix, "remote_ratio", rr["remote_ratio"]))
-        for s, out in rr["remote_out_by_socket"].items():
-            loc = rr["local_by_socket"].get(s, 0.0)
+        req, wb = rr["requests"], rr["writebacks"]
+        rows.append(("mix", mix, "remote_requests", req["remote_total"]))
+        rows.append(("mix", mix, "local_requests", req["local_total"]))
+        rows.append(("mix", mix, "remote_ratio", req["remote_ratio"]))
+        rows.append(("mix", mix, "remote_writebacks", wb["remote_total"]))
+        rows.append(("mix", mix, "local_writebacks", wb["local_total"]))
+        if math.isfinite(wb["remote_ratio"]):
+            rows.append(("mix", mix, "remote_writeback_ratio", wb["remote_ratio"]))
+        for s, out in req["remote_out_by_socket"].items():
+            loc = req["local_by_socket"].get(s, 0.0)
             rows.append(("socket", f"s{s}", "remote_requests", out))
             if out + loc > 0:
                 rows.append(("socket", f"s{s}", "remote_ratio", out / (out + loc)))
     return rows
+
+
+def gem5_input_problems(values: dict[str, float]) -> list[str]:
+    """The nan/inf statistics among those the metrics read (listed under Input problems)."""
+    bad = set(nonfinite(values, (*CORE_STATS, "simSeconds", "hostSeconds", ".m_msg_count")))
+    bad |= {k for k, v in values.items() if ".msg_count." in k and not math.isfinite(v)}
+    if not bad:
+        return []
+    shown = ", ".join(sorted(bad)[:5]) + (" ..." if len(bad) > 5 else "")
+    return [f"{len(bad)} statistics are nan/inf; the metrics they feed are left empty: {shown}"]
 
 
 # ------------------------------------------------------------- across runs

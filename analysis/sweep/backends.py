@@ -353,7 +353,24 @@ def run_gem5(rec: dict[str, Any], run_dir: Path, timeout_s: float) -> Outcome:
         return Outcome(
             exit_code=r.returncode, error=f"{why}: {guest and guest.get('error')}", details=details
         )
+    if (why := roi_problem(run_dir / "m5out")) is not None:
+        return Outcome(exit_code=r.returncode, error=why, details=details)
     return Outcome(exit_code=0, details=details)
+
+
+def roi_problem(m5out: Path) -> str | None:
+    """"ROI unknown: ..." when m5out/roi.json does not name a closed ROI's stats dump.
+
+    A run without a known ROI is failed: its statistics would otherwise be read
+    from gem5's exit dump, which also covers the boot CPUs and the hand back.
+    """
+    from numa_lb.roi import RoiUnknown, roi_stats_dump_index  # noqa: PLC0415 - configs/, via .spec
+
+    try:
+        roi_stats_dump_index(m5out)
+    except RoiUnknown as e:
+        return str(e)
+    return None
 
 
 def collect_gem5_guest_files(run_dir: Path) -> dict[str, Any] | None:

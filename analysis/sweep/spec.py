@@ -299,6 +299,14 @@ def validate(doc: dict[str, Any], default_name: str = "sweep") -> Spec:
     _check_type("gem5.args", g5["args"], list, "a list of strings")
     for i, a in enumerate(g5["args"]):
         _check_type(f"gem5.args[{i}]", a, str, "a string")
+        if a.split("=", 1)[0] == "--perturb":
+            # Ruby randomization replaces every message delay by 1-4 random
+            # ticks: the NUMA factor collapses to ~1 (configs/numa_run.py).
+            raise SpecError(
+                f"gem5.args[{i}]",
+                "--perturb is refused for study runs: Ruby randomization erases the link "
+                "and cache latencies; repeats differ on the guest side (repeat seed)",
+            )
     _check_type("gem5.checkpoint", g5["checkpoint"], bool, "true or false")
 
     job = _validate_job(sec["job"])

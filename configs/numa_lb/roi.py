@@ -6,11 +6,17 @@ The guest init drives it with m5 pseudo-instructions (disk-image/init):
                                            (only with --take-checkpoint;
                                            otherwise the event is ignored)
     m5 readfile (the job), still on the boot CPU
-    m5 workbegin     -->  switch to the ROI CPU (once), reset stats
+    m5 workbegin 1   -->  switch to the ROI CPU (once), reset stats
     the mix runs on the ROI CPU
-    m5 workend       -->  dump stats (the ROI dump)
+    m5 workend 1     -->  dump stats (the ROI dump)
     m5 writefile ... -->  result files land in the output directory
     m5 exit          -->  stop
+
+Only work items with the mix runner's id (``ROI_WORK_ID``, the init's
+``roi_workid``) open and close the ROI. Programs that mark work items of their
+own (PARSEC's hooks) reach the same exit events with another id: they are
+recorded in ``roi.json`` and otherwise ignored, so they cannot reset or dump the
+ROI's statistics mid-run.
 
 Every transition is written to ``roi.json`` in the output directory at once, so
 a crashed or killed gem5 leaves the last state it reached. Never switch back to
@@ -28,6 +34,36 @@ from pathlib import Path
 from typing import Any
 
 ROI_RECORD_NAME = "roi.json"
+ROI_WORK_ID = 1  # the mix runner's work item (disk-image/init: roi_workid, default 1)
+
+
+class RoiUnknown(ValueError):
+    """roi.json is missing or corrupt, or names no closed ROI."""
+
+
+def roi_stats_dump_index(outdir: Path) -> int:
+    """The ROI's stats dump (0-based position in stats.txt) recorded in ``roi.json``.
+
+    Raises ``RoiUnknown("ROI unknown: ...")``: a reader must then not fall back to
+    another dump (gem5's exit dump also covers the boot CPUs and the hand back).
+    """
+    path = outdir / ROI_RECORD_NAME
+    try:
+        record = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise RoiUnknown(f"ROI unknown: {ROI_RECORD_NAME} is missing") from None
+    except (OSError, ValueError) as e:
+        raise RoiUnknown(f"ROI unknown: {ROI_RECORD_NAME} is unreadable ({e})") from None
+    roi = record.get("roi") if isinstance(record, dict) else None
+    if not isinstance(roi, dict):
+        raise RoiUnknown(f"ROI unknown: {ROI_RECORD_NAME} records no ROI (no workbegin seen)")
+    idx = roi.get("stats_dump_index")
+    if not isinstance(idx, int) or isinstance(idx, bool) or idx < 0:
+        raise RoiUnknown(
+            f"ROI unknown: {ROI_RECORD_NAME} has no valid stats_dump_index ({idx!r}: "
+            "the ROI never closed with a workend)"
+        )
+    return idx
 
 
 class RunState(StrEnum):
@@ -60,6 +96,8 @@ class RoiProtocol:
         save_checkpoint: Callable[[Path], None],
         take_checkpoint: Path | None,
         record: dict[str, Any] | None = None,
+        work_id: Callable[[], int] | None = None,
+        roi_work_id: int = ROI_WORK_ID,
     ) -> None:
         self._path = outdir / ROI_RECORD_NAME
         self._tick = tick
@@ -68,6 +106,9 @@ class RoiProtocol:
         self._switch_cpus = switch_cpus
         self._save_checkpoint = save_checkpoint
         self._take_checkpoint = take_checkpoint
+        # the work id of the exit event being handled (gem5: the exit code)
+        self._work_id = work_id
+        self._roi_work_id = roi_work_id
         self._switched = False
         self.record: dict[str, Any] = dict(record or {})
         self.record.update(
@@ -109,8 +150,20 @@ class RoiProtocol:
             self._set(RunState.CHECKPOINTED)
             yield True
 
+    def _foreign_work_item(self, name: str) -> bool:
+        """Record a work item that is not the ROI's; True if it was one."""
+        wid = self._work_id() if self._work_id is not None else self._roi_work_id
+        if wid == self._roi_work_id:
+            return False
+        self._event(name, work_id=wid, action="ignored (not the ROI's work id)")
+        self._write()
+        return True
+
     def on_workbegin(self) -> Generator[bool, None, None]:
         while True:
+            if self._foreign_work_item("workbegin"):
+                yield False
+                continue
             if self._switch_cpus is not None and not self._switched:
                 self._switch_cpus()
                 self._switched = True
@@ -122,6 +175,9 @@ class RoiProtocol:
 
     def on_workend(self) -> Generator[bool, None, None]:
         while True:
+            if self._foreign_work_item("workend"):
+                yield False
+                continue
             tick = self._event("workend")
             self._dump_stats()
             self.record["stats_dumps"] += 1

@@ -17,7 +17,14 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "configs"))
 
 from numa_lb import options  # noqa: E402
-from numa_lb.roi import ROI_RECORD_NAME, RoiProtocol, RunState  # noqa: E402
+from numa_lb.roi import (  # noqa: E402
+    ROI_RECORD_NAME,
+    ROI_WORK_ID,
+    RoiProtocol,
+    RoiUnknown,
+    RunState,
+    roi_stats_dump_index,
+)
 from numa_lb.topology import TopologyError  # noqa: E402
 
 
@@ -39,6 +46,7 @@ class Machine:
 
     def __init__(self) -> None:
         self.now = 0
+        self.work_id = ROI_WORK_ID  # the exit event's code: the work item's id
         self.calls: list[str] = []
 
     def tick(self) -> int:
@@ -54,6 +62,7 @@ class Machine:
             save_checkpoint=lambda p: self.calls.append(f"checkpoint {p.name}"),
             take_checkpoint=take,
             record={"seed": 3},
+            work_id=lambda: self.work_id,
         )
 
 
@@ -94,6 +103,53 @@ def test_restored_run_switches_once_and_records_the_roi(tmp_path: Path) -> None:
     assert proto.state is RunState.EXITED and proto.exit_code() == 0
     events = [e["event"] for e in _state(tmp_path)["events"]]
     assert events == ["checkpoint", "workbegin", "workend", "workbegin", "workend", "exit"]
+
+
+def test_only_the_mix_runners_work_items_open_and_close_the_roi(tmp_path: Path) -> None:
+    """PARSEC's hooks mark work items of their own: recorded, never a reset or dump."""
+    m = Machine()
+    table = m.protocol(tmp_path, take=None).handlers(Events)
+    m.now = 10
+    assert next(table[Events.WORKBEGIN]) is False  # the mix runner's ROI opens
+    assert m.calls == ["switch", "reset"]
+    m.work_id = 7  # a program's own region of interest, inside the ROI
+    m.now = 20
+    assert next(table[Events.WORKBEGIN]) is False
+    m.now = 30
+    assert next(table[Events.WORKEND]) is False
+    assert m.calls == ["switch", "reset"]  # no reset, no dump
+    rec = _state(tmp_path)
+    assert rec["state"] == "roi" and rec["roi"]["begin_tick"] == 10
+    ignored = [e for e in rec["events"] if e.get("work_id") == 7]
+    assert [e["event"] for e in ignored] == ["workbegin", "workend"]
+    assert all("ignored" in e["action"] for e in ignored)
+    m.work_id = ROI_WORK_ID
+    m.now = 40
+    next(table[Events.WORKEND])
+    assert m.calls == ["switch", "reset", "dump"]
+    assert _state(tmp_path)["roi"]["ticks"] == 30
+    assert roi_stats_dump_index(tmp_path) == 0
+
+
+@pytest.mark.parametrize(
+    ("content", "match"),
+    [
+        (None, "missing"),
+        ("{not json", "unreadable"),
+        ("[1, 2, 3]", "no ROI"),
+        ('{"roi": null}', "no ROI"),
+        ('{"roi": {"begin_tick": 5, "end_tick": null}}', "never closed"),
+        ('{"roi": {"stats_dump_index": -1}}', "never closed"),
+        ('{"roi": {"stats_dump_index": true}}', "never closed"),
+    ],
+)
+def test_an_unknown_roi_is_an_error_never_a_fallback(
+    tmp_path: Path, content: str | None, match: str
+) -> None:
+    if content is not None:
+        (tmp_path / ROI_RECORD_NAME).write_text(content)
+    with pytest.raises(RoiUnknown, match=f"ROI unknown: .*{match}"):
+        roi_stats_dump_index(tmp_path)
 
 
 def test_boot_run_saves_the_checkpoint_and_stops(tmp_path: Path) -> None:

@@ -171,3 +171,10 @@ def test_resource_overrides_match_point_fields() -> None:
     s = load_spec(preset="paper")
     by_t = {p.threads: resources_for(s, p) for p in points(s, "gem5") if p.repeat == 0}
     assert by_t[32].mem_bytes == 24 << 30 and by_t[8].mem_bytes == 16 << 30
+
+
+def test_ruby_randomization_is_refused_for_study_runs() -> None:
+    """--perturb replaces every Ruby delay by 1-4 random ticks: the NUMA factor is gone."""
+    for arg in ("--perturb", "--perturb=1"):
+        with pytest.raises(SpecError, match=r"gem5\.args\[1\]: --perturb is refused"):
+            load_spec(preset="gem5-small", overrides=[f'gem5.args=["--seed", "{arg}"]'])
