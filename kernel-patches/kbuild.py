@@ -23,6 +23,7 @@ rebuild after a patch change touch only what changed.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import json
 import os
@@ -31,6 +32,8 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,6 +61,30 @@ def cache_root() -> Path:
 
 def log(msg: str) -> None:
     print(f"kbuild: {msg}", flush=True)
+
+
+@contextmanager
+def locked(name: str) -> Iterator[None]:
+    """Hold ``<cache>/locks/<name>.lock`` (flock): two invocations on one cache
+    (a test tier and a user, two sweeps) must not extract, check out or build
+    into the same directories at once. The kernel drops the lock if we die."""
+    path = cache_root() / "locks" / f"{name}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as f:
+        if os.environ.get("NUMA_LB_LOCK_VERBOSE"):
+            log(f"waiting for {path.name}")
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def publish(tmp: Path, final: Path) -> None:
+    """Make a finished directory visible under its final name in one rename."""
+    if final.exists():
+        shutil.rmtree(final)
+    tmp.rename(final)
 
 
 def run(
@@ -142,7 +169,11 @@ def find_source(tarball: str | None) -> Source:
 
 
 def kernel_version(tree: Path) -> str:
-    text = (tree / "Makefile").read_text()
+    return makefile_version((tree / "Makefile").read_text())
+
+
+def makefile_version(text: str) -> str:
+    """6.1.192 from the VERSION/PATCHLEVEL/SUBLEVEL/EXTRAVERSION lines of Linux's Makefile."""
     fields = {}
     for key in ("VERSION", "PATCHLEVEL", "SUBLEVEL", "EXTRAVERSION"):
         m = re.search(rf"^{key}\s*=\s*(\S*)\s*$", text, re.M)
@@ -150,22 +181,53 @@ def kernel_version(tree: Path) -> str:
     return "{VERSION}.{PATCHLEVEL}.{SUBLEVEL}{EXTRAVERSION}".format(**fields)
 
 
+def source_version(src: Source) -> str:
+    """The kernel version of a source without extracting it.
+
+    `path` must write nothing (a sweep's --dry-run calls it; extracting is 1.2 GB):
+    the version comes from the extracted tree when there is one, else from the
+    tarball's top-level Makefile, streamed out (tar stops at the first match).
+    """
+    done = src.pristine / ".extracted"
+    if (src.pristine / ".git").exists() and done.exists():
+        return done.read_text().strip()
+    cmd = ["tar", "-xOf", str(src.tarball), "--wildcards", "--no-wildcards-match-slash"]
+    r = subprocess.run(cmd + ["--occurrence=1", "*/Makefile"], capture_output=True, check=False)
+    text = r.stdout.decode("utf-8", "replace")
+    if r.returncode != 0 or not re.search(r"^VERSION\s*=", text, re.M):
+        raise BuildError(
+            f"cannot read the kernel version from {src.tarball} without extracting it "
+            f"(tar exit {r.returncode}); `kbuild.py build` extracts and builds it"
+        )
+    return makefile_version(text)
+
+
 def ensure_pristine(src: Source) -> Path:
-    """Extract the tarball once into a git repo with a single commit."""
+    """Extract the tarball once into a git repo with a single commit.
+
+    The extraction happens under a lock in a private temporary directory that is
+    renamed into place when complete, so a concurrent or interrupted extraction
+    is never seen (or deleted) half-done by another invocation.
+    """
     dest = src.pristine
     if (dest / ".git").exists() and (dest / ".extracted").exists():
         return dest
-    if dest.exists():
-        shutil.rmtree(dest)
-    dest.mkdir(parents=True)
-    log(f"extracting {src.tarball} (once)")
-    run(["tar", "-xf", str(src.tarball), "-C", str(dest), "--strip-components=1"])
-    # Debian's top-level .gitignore ignores everything ("/*"): git must see the tree.
-    (dest / ".gitignore").unlink(missing_ok=True)
-    run(["git", "init", "-q"], cwd=dest)
-    run(["git", "add", "-A"], cwd=dest, quiet=True)
-    run(["git", *GIT_ID, "commit", "-qm", f"pristine {src.origin}"], cwd=dest)
-    (dest / ".extracted").write_text(kernel_version(dest) + "\n")
+    with locked(f"src-{src.version}"):
+        if (dest / ".git").exists() and (dest / ".extracted").exists():
+            return dest  # another invocation finished it while we waited
+        for stale in dest.parent.glob(f"{dest.name}.tmp-*"):
+            shutil.rmtree(stale, ignore_errors=True)  # left by a killed extraction
+        tmp = dest.with_name(f"{dest.name}.tmp-{os.getpid()}")
+        tmp.mkdir(parents=True)
+        log(f"extracting {src.tarball} (once)")
+        run(["tar", "-xf", str(src.tarball), "-C", str(tmp), "--strip-components=1"])
+        # Debian's top-level .gitignore ignores everything ("/*"): git must see the tree.
+        (tmp / ".gitignore").unlink(missing_ok=True)
+        run(["git", "init", "-q"], cwd=tmp)
+        run(["git", "add", "-A"], cwd=tmp, quiet=True)
+        run(["git", *GIT_ID, "commit", "-qm", f"pristine {src.origin}"], cwd=tmp)
+        (tmp / ".extracted").write_text(kernel_version(tmp) + "\n")
+        publish(tmp, dest)
     return dest
 
 
@@ -319,6 +381,25 @@ def build(variant: str, tarball: str | None, upto: int | None = None) -> Path:
     if (out / "build.json").exists() and upto is None:
         log(f"up to date: {out}")
         return out
+    # The working tree and object directories are shared by every variant and
+    # series state: one checkout-and-build at a time.
+    with locked(f"tree-{src.version}"):
+        if (out / "build.json").exists() and upto is None:
+            log(f"up to date: {out} (built while we waited)")
+            return out
+        return _build_locked(src, patches, fragments, variant, version, bid, out, upto)
+
+
+def _build_locked(
+    src: Source,
+    patches: list[Path],
+    fragments: list[Path],
+    variant: str,
+    version: str,
+    bid: str,
+    out: Path,
+    upto: int | None,
+) -> Path:
     tree = prepare_tree(src, patches)
     obj = cache_root() / "obj" / variant
     log(f"configuring {variant} ({', '.join(f.name for f in fragments)})")
@@ -329,7 +410,7 @@ def build(variant: str, tarball: str | None, upto: int | None = None) -> Path:
     seconds = time.monotonic() - t0
     if upto is not None:
         return obj
-    tmp = out.with_name(out.name + ".tmp")
+    tmp = out.with_name(f"{out.name}.tmp-{os.getpid()}")
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
@@ -349,15 +430,19 @@ def build(variant: str, tarball: str | None, upto: int | None = None) -> Path:
         "gcc": run(["gcc", "--version"], quiet=True).splitlines()[0],
     }
     (tmp / "build.json").write_text(json.dumps(meta, indent=2) + "\n")
-    if out.exists():
-        shutil.rmtree(out)
-    tmp.rename(out)
+    publish(tmp, out)
     log(f"built in {seconds:.0f} s: {out}")
     return out
 
 
 def kunit(tarball: str | None, extra: list[str]) -> int:
     src = find_source(tarball)
+    ensure_pristine(src)
+    with locked(f"tree-{src.version}"):
+        return _kunit_locked(src, extra)
+
+
+def _kunit_locked(src: Source, extra: list[str]) -> int:
     tree = prepare_tree(src, series())
     bdir = cache_root() / "obj" / "kunit-um"
     cmd = [
@@ -426,7 +511,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "path":
             src = find_source(args.tarball)
-            version = kernel_version(ensure_pristine(src))
+            version = source_version(src)  # read only: `path` never extracts
             bid = build_id(version, series(), config_fragments(args.variant), args.variant)
             print(artifact_dir(bid))
             return 0

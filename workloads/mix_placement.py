@@ -66,7 +66,7 @@ def _find_binary(name: str, dirs: List[str]) -> str:
 def pin_prefix(
     pinning: str, node: int, nodes: List[int], pin_threads: bool
 ) -> Tuple[List[str], Dict[str, Any]]:
-    """numactl prefix for a seeds/001 placement scenario on one program."""
+    """numactl prefix for a [Lorenzo18] placement scenario on one program."""
     info = {"scenario": pinning, "cpu_node": None, "mem": None}  # type: Dict[str, Any]
     if pinning == "free":
         return [], info
@@ -78,7 +78,7 @@ def pin_prefix(
     elif pinning == "interleave":
         mem = "all"
         memarg = "--interleave=all"
-    else:  # crossed: pair nodes 0<->1, 2<->3, ... as in seeds/001
+    else:  # crossed: pair nodes 0<->1, 2<->3, ... as in [Lorenzo18]
         partner = node ^ 1
         if partner not in nodes:
             partner = nodes[(nodes.index(node) + 1) % len(nodes)]

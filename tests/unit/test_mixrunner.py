@@ -252,7 +252,7 @@ def test_pin_prefix_scenarios() -> None:
     assert pre == ["numactl", "--cpunodebind=2", "--preferred=2"] and info["mem"] == 2
     pre, _ = mr.pin_prefix("interleave", 1, nodes, True)
     assert pre == ["numactl", "--cpunodebind=1", "--interleave=all"]
-    # crossed as in seeds/001: 0<->1, 2<->3
+    # crossed as in [Lorenzo18]: 0<->1, 2<->3
     assert [mr.pin_prefix("crossed", n, nodes, True)[1]["mem"] for n in nodes] == [1, 0, 3, 2]
     pre, info = mr.pin_prefix("direct", 3, nodes, False)  # memory only ("OS" variant)
     assert pre == ["numactl", "--preferred=3"] and info["cpu_node"] is None
