@@ -44,15 +44,12 @@ sys.path.insert(0, str(REPO / "disk-image"))
 
 import guest_io  # noqa: E402  (disk-image/: the job and result formats)
 from numa_lb.hammer_hierarchy import NumaHammerCacheHierarchy  # noqa: E402
-from numa_lb.kernel_cmdline import INIT_PATH, guest_args  # noqa: E402
+from numa_lb.kernel_cmdline import guest_args, image_boot  # noqa: E402
 from numa_lb.numa_board import NumaX86Board  # noqa: E402
 from numa_lb.options import add_topology_args, topology_or_exit  # noqa: E402
 from numa_lb.roi import RoiProtocol  # noqa: E402
 
 CPU_TYPES = {"atomic": CPUTypes.ATOMIC, "timing": CPUTypes.TIMING, "o3": CPUTypes.O3}
-# Where disk-image/build_image.py installs our init (image.json next to the
-# image says so too; that file wins when present).
-DEFAULT_INIT = INIT_PATH
 GUEST_PREFIX = "guest-"
 # gem5 MessageBuffer::enqueue: with the Ruby system's randomization on, every
 # message ignores its delay and waits random_time() = 1-4 ticks instead.
@@ -94,13 +91,6 @@ def parse_args() -> argparse.Namespace:
     ck.add_argument("--take-checkpoint", type=Path, help="boot, checkpoint into DIR, stop")
     ck.add_argument("--restore-checkpoint", type=Path, help="start from the boot checkpoint DIR")
     return p.parse_args()
-
-
-def image_init(disk_image: Path) -> str:
-    meta = disk_image.parent / "image.json"
-    if meta.exists():
-        return json.loads(meta.read_text()).get("init", DEFAULT_INIT)
-    return DEFAULT_INIT
 
 
 def job_tar(args: argparse.Namespace, outdir: Path) -> Path | None:
@@ -150,9 +140,11 @@ def main() -> None:
 
     # One command line for both backends (numa_lb/kernel_cmdline.py); the root
     # device is given literally, so the board's {root_value} is not used here.
+    init_path, root = image_boot(args.disk_image)  # image.json: init and root PARTUUID
     kernel_args = guest_args(
         "gem5",
-        image_init(args.disk_image),
+        init_path,
+        root=root,
         clock_hz=topology.cpu_clock_hz,
         kernel_hz=topology.kernel_hz,
         checkpoint=args.take_checkpoint is not None,

@@ -9,8 +9,11 @@
                                                                 files, without mounting
     disk-image/build_image.py info                              the cached image's image.json
 
-The image is a raw ext4 filesystem with no partition table (root=/dev/sda),
-built without mounting anything:
+The image is a raw disk with an MBR and one ext4 partition at 1 MiB, whose
+PARTUUID (disk signature from the image key, "-01") is the root the kernel
+mounts (root=PARTUUID=..., recorded in image.json): QEMU's libata probes its
+three IDE disks in parallel, and the root disk was sometimes sdc, never mind
+what it was called at boot. Built without mounting anything:
 
 1. rootfs stage: `debootstrap --variant=minbase --include=<PACKAGES> bookworm`
    into a directory (as root), stripped of docs, man pages, locales and apt
@@ -333,20 +336,51 @@ def build_rootfs(force: bool = False) -> Path:
 # ------------------------------------------------------------------ ext4 without mounting
 
 
+PART_OFFSET = 1 << 20  # the ext4 partition starts at 1 MiB (LBA 2048), as fdisk aligns
+SECTOR = 512
+
+
+def disk_signature(key: str) -> int:
+    """The MBR disk signature, from the image key: reproducible and never 0."""
+    sig = int(hashlib.sha256(f"numa-lb-study/mbr/{key}".encode()).hexdigest()[:8], 16)
+    return sig or 1
+
+
+def root_partuuid(signature: int) -> str:
+    """What the kernel's root=PARTUUID= names for partition 1 of an MBR disk."""
+    return f"{signature:08x}-01"
+
+
+def write_mbr(image: Path, signature: int, start: int, size: int) -> None:
+    """An MBR with one Linux partition (type 0x83) at START bytes, SIZE bytes long."""
+    mbr = bytearray(SECTOR)
+    struct.pack_into("<I", mbr, 440, signature)
+    chs = b"\xfe\xff\xff"  # LBA only
+    mbr[446:462] = struct.pack("<B3sB3sII", 0, chs, 0x83, chs, start // SECTOR, size // SECTOR)
+    mbr[510:512] = b"\x55\xaa"
+    with open(image, "r+b") as f:
+        f.write(mbr)
+
+
 def mkfs(
-    tree: Path, image: Path, size_bytes: int, fs_uuid: str, label: str = "numalb-root"
+    tree: Path,
+    image: Path,
+    size_bytes: int,
+    fs_uuid: str,
+    label: str = "numalb-root",
+    offset: int = 0,
 ) -> None:
-    """mke2fs -t ext4 -d TREE into a sparse file of SIZE_BYTES."""
+    """mke2fs -t ext4 -d TREE into a sparse file: SIZE_BYTES of filesystem at OFFSET."""
     image.parent.mkdir(parents=True, exist_ok=True)
     if image.exists():
         image.unlink()
     with open(image, "wb") as f:
-        f.truncate(size_bytes)
+        f.truncate(offset + size_bytes)
     env = dict(os.environ, E2FSPROGS_FAKE_TIME=str(int(time.time())))
+    extended = f"root_owner=0:0,hash_seed={fs_uuid}" + (f",offset={offset}" if offset else "")
     cmd = [
-        "mke2fs", "-q", "-F", "-t", "ext4", "-L", label, "-U", fs_uuid,
-        "-E", f"root_owner=0:0,hash_seed={fs_uuid}", "-m", "0",
-        "-d", str(tree), str(image),
+        "mke2fs", "-q", "-F", "-t", "ext4", "-b", "4096", "-L", label, "-U", fs_uuid,
+        "-E", extended, "-m", "0", "-d", str(tree), str(image), str(size_bytes // 4096),
     ]  # fmt: skip
     run(cmd, env=env)
 
@@ -595,9 +629,9 @@ def stage_files(tmp: Path, manifest: dict[str, object]) -> Path:
     return root
 
 
-def fs_usage(image: Path) -> dict[str, int]:
+def fs_usage(image: Path, offset: int = 0) -> dict[str, int]:
     """Block counts from the superblock (dumpe2fs -h)."""
-    out = run(["dumpe2fs", "-h", str(image)]).stdout
+    out = run(["dumpe2fs", "-h", _fs(image, offset)]).stdout
     kv = {}
     for line in out.splitlines():
         k, _, v = line.partition(":")
@@ -643,28 +677,34 @@ def build(force: bool = False, rebuild_rootfs: bool = False) -> Path:
             size = (size + (16 << 20) - 1) // (16 << 20) * (16 << 20)
             fs_uuid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"numa-lb-study/image/{key}"))
             t2 = time.monotonic()
-            log(f"image {key}: mke2fs -t ext4 -d {tree} ({size >> 20} MiB)")
-            mkfs(tree, work / "rootfs.img", size, fs_uuid)
+            log(f"image {key}: mke2fs -t ext4 -d {tree} ({size >> 20} MiB at 1 MiB)")
+            img_path = work / "rootfs.img"
+            mkfs(tree, img_path, size, fs_uuid, offset=PART_OFFSET)
+            signature = disk_signature(key)
+            write_mbr(img_path, signature, PART_OFFSET, size)
             t3 = time.monotonic()
             log(f"image {key}: debugfs -w: {len(entries)} entries under {PREFIX}")
-            apply_overlay(work / "rootfs.img", entries)
+            apply_overlay(img_path, entries, PART_OFFSET)
             t4 = time.monotonic()
             log(f"image {key}: e2fsck -fn")
-            fsck(work / "rootfs.img")
+            fsck(img_path, PART_OFFSET)
             t5 = time.monotonic()
             manifest = json.loads((staged / MANIFEST_PATH.lstrip("/")).read_text())
-        usage = fs_usage(work / "rootfs.img")
+        usage = fs_usage(work / "rootfs.img", PART_OFFSET)
+        root = f"PARTUUID={root_partuuid(signature)}"
         meta = {
             "image_id": key,  # what run provenance records (analysis/sweep/provenance.py)
             "image_key": key,
             "rootfs_key": rkey,
             "image": "rootfs.img",
-            "format": "raw ext4, no partition table",
+            "format": "raw disk, MBR, ext4 in partition 1",
+            "partition_offset": PART_OFFSET,
+            "root": root,
             "size_bytes": (work / "rootfs.img").stat().st_size,
             "allocated_bytes": (work / "rootfs.img").stat().st_blocks * 512,
             **usage,
             "uuid": fs_uuid,
-            "kernel_cmdline": " ".join(guest_args("qemu", INIT_PATH)),
+            "kernel_cmdline": " ".join(guest_args("qemu", INIT_PATH, root=root)),
             "init": INIT_PATH,
             "suite": SUITE,
             "mirror": rmeta["mirror"],

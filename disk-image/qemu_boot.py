@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT / "configs"))
 sys.path.insert(0, str(ROOT / "workloads"))
 sys.path.insert(0, str(HERE))
 from guest_io import init, parse_init_option  # noqa: E402 - numa-lb-init: job/results formats
-from numa_lb.kernel_cmdline import INIT_PATH, guest_args  # noqa: E402
+from numa_lb.kernel_cmdline import INIT_PATH, ROOT_DEVICE, guest_args, image_boot  # noqa: E402
 from numa_lb.qemu import guest_topology, qemu_args  # noqa: E402
 from numa_lb.topology import Topology  # noqa: E402 - the one machine description
 from qemu_check import SPLAT  # noqa: E402 - sibling tool, not a package
@@ -73,9 +73,11 @@ class RunResult:
         return d
 
 
-def kernel_cmdline(extra: str = "") -> str:
-    """The QEMU boot's command line (configs/numa_lb/kernel_cmdline.py, shared with gem5)."""
-    return " ".join(guest_args("qemu", INIT_PATH, extra=extra.split()))
+def kernel_cmdline(extra: str = "", image: Path | None = None) -> str:
+    """The QEMU boot's command line (configs/numa_lb/kernel_cmdline.py, shared with gem5);
+    init and root (PARTUUID) come from the image's image.json when there is one."""
+    init_path, root = image_boot(image) if image is not None else (INIT_PATH, ROOT_DEVICE)
+    return " ".join(guest_args("qemu", init_path, root=root, extra=extra.split()))
 
 
 def qemu_command(
@@ -185,7 +187,7 @@ def run(
         results_disk.write_bytes(init.blank_results(65536))
         with open(results_disk, "r+b") as f:
             f.truncate(results_mib << 20)  # sparse
-        append = kernel_cmdline(extra_append)
+        append = kernel_cmdline(extra_append, image)
         cmd = qemu_command(kernel, root, job_disk, results_disk, topo, append)
         console = out_dir / "console.log"
         if echo:

@@ -10,14 +10,19 @@ tsc=reliable), and what the init reads (``numa_lb.*``).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from pathlib import Path
 
 DEBIAN_HZ = 250  # CONFIG_HZ of Debian's 6.1 kernel config
 CONSOLE = "ttyS0"
 # Where disk-image/build_image.py installs our init; image.json records it too.
 INIT_PATH = "/opt/numa-lb/sbin/numa-lb-init"
-# libata names gem5's and QEMU's PIIX IDE disks sdX; the image is unpartitioned.
+# Our images name their root partition by PARTUUID (image.json "root"): QEMU's
+# libata probes its IDE disks in parallel, so the root disk is not always sda.
+# /dev/sda is the fallback for an image without image.json (gem5 has one disk).
 ROOT_DEVICE = "/dev/sda"
+IMAGE_RECORD = "image.json"
 BACKENDS = ("gem5", "qemu")
 # QEMU: how long the init waits for the job and results disks to appear.
 QEMU_DISK_WAIT_S = 30
@@ -55,10 +60,28 @@ def kernel_args(clock_hz: int, kernel_hz: int = DEBIAN_HZ, console: str = CONSOL
     return [timing[0], f"console={console}", *timing[1:], "root={root_value}"]
 
 
+def image_boot(image: Path) -> tuple[str, str]:
+    """(init, root) for a disk image, from the image.json beside it.
+
+    disk-image/build_image.py records both; an image without the record (or an
+    old one without "root") boots with INIT_PATH on ROOT_DEVICE.
+    """
+    try:
+        meta = json.loads((Path(image).parent / IMAGE_RECORD).read_text())
+    except (OSError, ValueError):
+        return INIT_PATH, ROOT_DEVICE
+    if not isinstance(meta, dict):
+        return INIT_PATH, ROOT_DEVICE
+    init = meta.get("init") if isinstance(meta.get("init"), str) else INIT_PATH
+    root = meta.get("root") if isinstance(meta.get("root"), str) else ROOT_DEVICE
+    return init, root
+
+
 def guest_args(
     backend: str,
     init: str = INIT_PATH,
     *,
+    root: str = ROOT_DEVICE,
     clock_hz: int | None = None,
     kernel_hz: int = DEBIAN_HZ,
     checkpoint: bool = False,
@@ -67,7 +90,9 @@ def guest_args(
     """The full command line of a study boot on ``backend`` (gem5 needs ``clock_hz``)."""
     if backend not in BACKENDS:
         raise ValueError(f"backend: must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    args = [f"root={ROOT_DEVICE}", "rw", f"console={CONSOLE}", f"init={init}", "panic=-1"]
+    if not root or any(c.isspace() for c in root):
+        raise ValueError(f"root: must be one word (a device or PARTUUID=...), got {root!r}")
+    args = [f"root={root}", "rw", f"console={CONSOLE}", f"init={init}", "panic=-1"]
     if backend == "gem5":
         if clock_hz is None:
             raise ValueError("clock_hz: a gem5 boot needs the CPU clock (lpj)")

@@ -211,3 +211,24 @@ def test_overlay_image_copies_and_never_touches_the_source(tmp_path: Path) -> No
         assert sha(got / path.removeprefix("/opt/numa-lb/")) == digest, path
     with pytest.raises(bi.ImageError, match="same file"):
         bi.overlay_image(dst, dst)
+
+
+def test_our_image_layout_mbr_and_ext4_at_one_mib(tmp_path: Path) -> None:
+    """build_image's own layout: mke2fs at an offset, an MBR naming it, found again."""
+    img = tmp_path / "rootfs.img"
+    size = 16 * MiB
+    bi.mkfs(base_tree(tmp_path), img, size, "11111111-2222-3333-4444-555555555555",
+            offset=bi.PART_OFFSET)  # fmt: skip
+    sig = bi.disk_signature("0123456789abcdef")
+    bi.write_mbr(img, sig, bi.PART_OFFSET, size)
+    assert img.stat().st_size == bi.PART_OFFSET + size
+    assert bi.partitions(img) == [(bi.PART_OFFSET, size)]
+    assert bi.find_ext4(img) == bi.PART_OFFSET and not bi.ext4_at(img, 0)
+    bi.fsck(img, bi.PART_OFFSET)
+    assert bi.fs_usage(img, bi.PART_OFFSET)["fs_bytes"] == size
+    with open(img, "rb") as f:
+        mbr = f.read(512)
+    assert struct.unpack_from("<I", mbr, 440)[0] == sig and mbr[446 + 4] == 0x83
+    # reproducible from the image key, and what root=PARTUUID= names
+    assert bi.disk_signature("0123456789abcdef") == sig != bi.disk_signature("other")
+    assert bi.root_partuuid(sig) == f"{sig:08x}-01"

@@ -58,3 +58,19 @@ def test_the_image_records_the_qemu_command_line() -> None:
 
     assert build_image.INIT_PATH == INIT_PATH == qemu_boot.INIT_PATH
     assert qemu_boot.kernel_cmdline("x=1").split() == [*guest_args("qemu"), "x=1"]
+
+
+def test_init_and_root_come_from_the_image_record(tmp_path: Path) -> None:
+    from numa_lb.kernel_cmdline import ROOT_DEVICE, image_boot  # noqa: PLC0415
+
+    img = tmp_path / "rootfs.img"
+    assert image_boot(img) == (INIT_PATH, ROOT_DEVICE)  # no image.json: the defaults
+    (tmp_path / "image.json").write_text('{"init": "/x/init", "root": "PARTUUID=0a0b0c0d-01"}')
+    assert image_boot(img) == ("/x/init", "PARTUUID=0a0b0c0d-01")
+    args = guest_args("gem5", "/x/init", root="PARTUUID=0a0b0c0d-01", clock_hz=2_000_000_000)
+    assert args[0] == "root=PARTUUID=0a0b0c0d-01"
+    for bad in ("[1]", "{broken", '{"root": 7}'):
+        (tmp_path / "image.json").write_text(bad)
+        assert image_boot(img)[1] == ROOT_DEVICE
+    with pytest.raises(ValueError, match="root"):
+        guest_args("qemu", root="/dev/sda init=/bin/sh")
