@@ -12,6 +12,7 @@ Stdlib only, Python >= 3.6 (see mixrunner.py).
 
 import os
 import re
+import time
 from typing import Any, Dict, List, Optional, Tuple
 
 _RSS_RE = re.compile(r"N(\d+)=(\d+)")
@@ -26,6 +27,33 @@ def read_text(path: str) -> Optional[str]:
 
 
 # ------------------------------------------------------------- snapshots
+
+
+CLOCKSOURCE = "devices/system/clocksource/clocksource0/current_clocksource"
+
+
+def clock_info(sys_root: str = "/sys") -> Dict[str, Any]:
+    """The clock every elapsed time is read from (time.monotonic), checked at run start.
+
+    A kernel that marked the TSC unstable falls back to jiffies: clock_getres
+    then reports the tick (4 ms at HZ=250), and every elapsed time is a multiple
+    of it. ``step_s`` is the smallest change seen in successive reads (an
+    empirical check of the same thing, bounded to 100000 reads).
+    """
+    step = None  # type: Optional[float]
+    t0 = time.monotonic()
+    for _ in range(100000):
+        t1 = time.monotonic()
+        if t1 != t0:
+            step = t1 - t0
+            break
+    cs = read_text(os.path.join(sys_root, CLOCKSOURCE))
+    return {
+        "clock": "CLOCK_MONOTONIC",
+        "clocksource": cs.strip() if cs else None,
+        "resolution_s": time.clock_getres(time.CLOCK_MONOTONIC),
+        "step_s": step,
+    }
 
 
 def parse_kv_numbers(text: Optional[str]) -> Dict[str, int]:

@@ -22,7 +22,15 @@ from typing import Any, Dict, List, Optional
 
 from mix_handback import Writer, complete_records
 from mix_job import SCHEMA
-from mix_metrics import Sampler, delta, numastat, parse_kv_numbers, parse_lb_stats, read_text
+from mix_metrics import (
+    Sampler,
+    clock_info,
+    delta,
+    numastat,
+    parse_kv_numbers,
+    parse_lb_stats,
+    read_text,
+)
 from mix_placement import node_cpus, node_distances, plan_programs
 from mix_sysctl import NUMAB_SYSCTL, POLICY_SYSCTL, read_sysctl, set_sysctl
 
@@ -82,6 +90,7 @@ def run_mix(
                 "proc_version": (read_text("/proc/version") or "").strip(),
             },
             "python": platform.python_version(),
+            "clock": clock_info(sys_root),
             "nodes": {str(n): c for n, c in sorted(topo.items())},
             "distances": {str(n): d for n, d in sorted(node_distances(sys_root).items())},
             "policy": dict(pol, requested_name=job["policy_requested"]),

@@ -54,12 +54,41 @@ def _runner(backend: str) -> Any:
     return RUNNERS[backend]
 
 
-def guest_verdict(guest: Path) -> tuple[bool, str | None, dict[str, Any]]:
-    """(ok, error, summary) from the guest's results.jsonl run_end record."""
+FINE_CLOCK_S = 1e-6  # elapsed times need at least microsecond resolution
+
+
+def clock_problem(run_rec: dict[str, Any] | None, backend: str | None) -> str | None:
+    """Why the guest's elapsed times cannot be trusted, or None.
+
+    The mix runner records the clock at run start (clocksource, clock_getres).
+    A kernel that marked the TSC unstable times with jiffies: every elapsed time
+    is then a multiple of 4 ms (+-10 % on a 40 ms mix). Under gem5 the TSC is
+    the simulated clock and is required; QEMU's guest clock is host time anyway
+    (not architectural), so there only the resolution is checked.
+    """
+    clock = (run_rec or {}).get("clock")
+    if not isinstance(clock, dict):
+        return "clock: the guest recorded no clocksource (mix runner too old?)"
+    cs, res = clock.get("clocksource"), clock.get("resolution_s")
+    if backend == "gem5" and cs != "tsc":
+        return f"clock: the guest timed with clocksource {cs!r}, not the TSC"
+    if not isinstance(res, int | float) or res > FINE_CLOCK_S:
+        return f"clock: resolution {res!r} s on clocksource {cs!r} is coarser than 1 us"
+    return None
+
+
+def guest_verdict(
+    guest: Path, backend: str | None = None
+) -> tuple[bool, str | None, dict[str, Any]]:
+    """(ok, error, summary) from the guest's results.jsonl run and run_end records.
+
+    With ``backend`` given, the run record's clock is checked too (clock_problem).
+    """
     p = guest / "results.jsonl"
     if not p.exists():
         return False, "no guest results (guest/results.jsonl missing)", {}
     end = None
+    start = None
     n = 0
     with open(p, errors="replace") as f:
         for line in f:
@@ -71,8 +100,12 @@ def guest_verdict(guest: Path) -> tuple[bool, str | None, dict[str, Any]]:
             except ValueError:
                 return False, f"guest/results.jsonl line {n + 1} is not JSON (truncated?)", {}
             n += 1
+            if not isinstance(rec, dict):
+                return False, f"guest/results.jsonl line {n} is not a record", {}
             if rec.get("type") == "run_end":
                 end = rec
+            elif rec.get("type") == "run" and start is None:
+                start = rec
     if end is None:
         return False, "guest results have no run_end record (guest died mid-run?)", {"records": n}
     summary = {
@@ -80,10 +113,13 @@ def guest_verdict(guest: Path) -> tuple[bool, str | None, dict[str, Any]]:
         "status": end.get("status"),
         "elapsed_s": end.get("elapsed_s"),
         "programs_failed": end.get("programs_failed"),
+        "clock": (start or {}).get("clock"),
     }
     if end.get("status") != "ok":
         errs = end.get("errors") or end.get("programs_failed")
         return False, f"guest run_end status {end.get('status')!r}: {errs}", summary
+    if backend is not None and (why := clock_problem(start, backend)) is not None:
+        return False, why, summary
     return True, None, summary
 
 
@@ -276,7 +312,7 @@ def _run_locked(rd: RunDir, executor: str) -> int:
                 if gerr:
                     error = f"{error}; {gerr}"
         else:
-            ok, gerr, summary = guest_verdict(rd.guest)
+            ok, gerr, summary = guest_verdict(rd.guest, backend)
             fields["guest"] = summary
             verdict, error = (State.DONE, None) if ok else (State.FAILED, gerr)
     if verdict != State.DONE:

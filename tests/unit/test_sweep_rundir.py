@@ -7,6 +7,7 @@ import multiprocessing as mp
 import os
 import shutil
 import socket
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from analysis.sweep.rundir import RunDir, State, StatusError, is_stale_running
 from analysis.sweep.worker import guest_verdict
 
+ROOT = Path(__file__).resolve().parents[2]
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 
 
@@ -116,3 +118,46 @@ def test_guest_verdict_on_real_results(tmp_path: Path) -> None:
     shutil.rmtree(g)
     ok, err, _ = guest_verdict(g)
     assert not ok and "missing" in err
+
+
+def _with_clock(tmp: Path, src: Path, clock: dict | None) -> Path:
+    """A copy of a real guest result set whose run record carries CLOCK."""
+    g = tmp / "guest-clock"
+    g.mkdir(exist_ok=True)
+    out = []
+    for line in (src / "results.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        if rec.get("type") == "run":
+            rec.pop("clock", None)
+            if clock is not None:
+                rec["clock"] = clock
+        out.append(json.dumps(rec))
+    (g / "results.jsonl").write_text("\n".join(out) + "\n")
+    return g
+
+
+def test_a_run_not_timed_on_a_fine_clock_fails(tmp_path: Path) -> None:
+    sys.path.insert(0, str(ROOT / "workloads"))
+    from mix_metrics import clock_info  # noqa: PLC0415
+
+    here = clock_info()  # this host's real clock, as the guest records its own
+    assert here["resolution_s"] <= 1e-6 and here["step_s"] is not None
+    qemu = FIX / "qemu-run"
+    assert guest_verdict(_with_clock(tmp_path, qemu, here), "qemu")[0]
+    # the gem5 fixture's guest ran on refined-jiffies (its dmesg: "Switched to
+    # clocksource refined-jiffies"): 4 ms resolution at HZ=250
+    jiffies = {"clock": "CLOCK_MONOTONIC", "clocksource": "refined-jiffies",
+               "resolution_s": 0.004, "step_s": 0.004}  # fmt: skip
+    assert "Switched to clocksource refined-jiffies" in (
+        FIX / "gem5-run" / "guest" / "dmesg.txt"
+    ).read_text()
+    ok, err, summary = guest_verdict(_with_clock(tmp_path, qemu, jiffies), "gem5")
+    assert not ok and "not the TSC" in err and summary["clock"]["resolution_s"] == 0.004
+    ok, err, _ = guest_verdict(_with_clock(tmp_path, qemu, jiffies), "qemu")
+    assert not ok and "coarser than 1 us" in err
+    tsc = dict(here, clocksource="tsc")
+    assert guest_verdict(_with_clock(tmp_path, qemu, tsc), "gem5")[0]
+    # a guest that recorded nothing (the mix runner before this check)
+    ok, err, _ = guest_verdict(_with_clock(tmp_path, qemu, None), "gem5")
+    assert not ok and "no clocksource" in err
+    assert guest_verdict(_with_clock(tmp_path, qemu, None))[0]  # no backend: not checked
