@@ -47,7 +47,8 @@ from numa_lb.hammer_hierarchy import NumaHammerCacheHierarchy  # noqa: E402
 from numa_lb.kernel_cmdline import guest_args, image_boot  # noqa: E402
 from numa_lb.numa_board import NumaX86Board  # noqa: E402
 from numa_lb.options import add_topology_args, topology_or_exit  # noqa: E402
-from numa_lb.roi import RoiProtocol  # noqa: E402
+from numa_lb.roi import BOOT_RECORD_NAME, RoiProtocol, checkpoint_tick  # noqa: E402
+from numa_lb.topology import Topology, boot_mismatch  # noqa: E402
 
 CPU_TYPES = {"atomic": CPUTypes.ATOMIC, "timing": CPUTypes.TIMING, "o3": CPUTypes.O3}
 GUEST_PREFIX = "guest-"
@@ -103,6 +104,27 @@ def job_tar(args: argparse.Namespace, outdir: Path) -> Path | None:
     return guest_io.pack_job_file(job, outdir / "job.tar", options)
 
 
+def save_checkpoint(simulator: Simulator, path: Path, topology: Topology) -> None:
+    """The checkpoint, with the topology it was booted with (checked at restore)."""
+    simulator.save_checkpoint(path)
+    (path / BOOT_RECORD_NAME).write_text(json.dumps(topology.to_record(), indent=1) + "\n")
+
+
+def check_restore(cpt: Path, topology: Topology) -> None:
+    """Refuse a restore whose boot-fixed machine (BOOT_FIELDS) differs, naming the field."""
+    if not (cpt / "m5.cpt").is_file():
+        fail(f"--restore-checkpoint {cpt}: no m5.cpt there")
+    try:
+        boot = json.loads((cpt / BOOT_RECORD_NAME).read_text())
+    except (OSError, ValueError) as e:
+        fail(f"--restore-checkpoint {cpt}: no readable {BOOT_RECORD_NAME} ({e}); boot it again")
+    if not isinstance(boot, dict):
+        fail(f"--restore-checkpoint {cpt}: {BOOT_RECORD_NAME} is not a topology record")
+    why = boot_mismatch(boot, topology.to_record())
+    if why is not None:
+        fail(f"--restore-checkpoint {cpt}: {why}")
+
+
 def fail(message: str) -> None:
     print(f"numa_run: error: {message}", file=sys.stderr, flush=True)
     sys.exit(1)
@@ -118,8 +140,8 @@ def main() -> None:
             fail(f"{what} {path} does not exist")
     if args.job is None and args.take_checkpoint is None:
         fail("--job is required unless --take-checkpoint is given")
-    if args.restore_checkpoint is not None and not (args.restore_checkpoint / "m5.cpt").is_file():
-        fail(f"--restore-checkpoint {args.restore_checkpoint}: no m5.cpt there")
+    if args.restore_checkpoint is not None:
+        check_restore(args.restore_checkpoint, topology)
     outdir = Path(m5.options.outdir)
     outdir.mkdir(parents=True, exist_ok=True)
 
@@ -170,21 +192,30 @@ def main() -> None:
         "job": str(args.job) if args.job else None,
     }
     simulator: Simulator | None = None
+    # --max-sim-seconds is an absolute cap on this process's simulated time: a
+    # restore resumes at the checkpoint's tick, and the protocol re-arms what is
+    # left after every exit event (gem5 would restart the full budget each time).
+    start_tick = checkpoint_tick(args.restore_checkpoint) if args.restore_checkpoint else 0
+    tick_limit = None
+    if args.max_sim_seconds is not None:
+        tick_limit = start_tick + int(args.max_sim_seconds * 1e12)
     protocol = RoiProtocol(
         outdir=outdir,
         tick=lambda: m5.curTick(),
         reset_stats=m5.stats.reset,
         dump_stats=m5.stats.dump,
         switch_cpus=switch,
-        save_checkpoint=lambda path: simulator.save_checkpoint(path),
+        save_checkpoint=lambda path: save_checkpoint(simulator, path, topology),
         take_checkpoint=args.take_checkpoint,
         record=record,
         # workbegin/workend carry their work id as the exit event's code
         work_id=lambda: simulator.get_last_exit_event_code(),
+        tick_limit=tick_limit,
+        set_max_ticks=lambda ticks: simulator.set_max_ticks(ticks),
     )
     simulator = Simulator(board=board, on_exit_event=protocol.handlers(ExitEvent))
-    if args.max_sim_seconds is not None:
-        simulator.set_max_ticks(int(args.max_sim_seconds * 1e12))
+    if tick_limit is not None:
+        simulator.set_max_ticks(tick_limit - start_tick)
     print("numa_run: " + json.dumps({k: record[k] for k in ("cpu_boot", "cpu_roi", "seed")}))
     print(f"numa_run: topology {json.dumps(topology.to_record())}", flush=True)
     simulator.run()

@@ -37,6 +37,30 @@ ROI_RECORD_NAME = "roi.json"
 ROI_WORK_ID = 1  # the mix runner's work item (disk-image/init: roi_workid, default 1)
 
 
+BOOT_RECORD_NAME = "boot_topology.json"  # written into the checkpoint directory
+
+
+def checkpoint_tick(cpt_dir: Path) -> int:
+    """The tick a checkpoint was taken at (curTick of the globals section of m5.cpt:
+    ``[root.globals]`` in gem5 v24, Root::serialize; ``[Globals]`` in older ones).
+
+    A restored simulation resumes at that tick, so an absolute simulated-time
+    cap is counted from it.
+    """
+    section = None
+    for line in (cpt_dir / "m5.cpt").read_text(errors="replace").splitlines():
+        line = line.strip()
+        if line.startswith("[") and line.endswith("]"):
+            section = line[1:-1]
+        elif (
+            section is not None
+            and section.lower().rsplit(".", 1)[-1] == "globals"
+            and line.startswith("curTick=")
+        ):
+            return int(line.split("=", 1)[1])
+    raise ValueError(f"{cpt_dir / 'm5.cpt'}: no curTick in a globals section")
+
+
 class RoiUnknown(ValueError):
     """roi.json is missing or corrupt, or names no closed ROI."""
 
@@ -98,6 +122,8 @@ class RoiProtocol:
         record: dict[str, Any] | None = None,
         work_id: Callable[[], int] | None = None,
         roi_work_id: int = ROI_WORK_ID,
+        tick_limit: int | None = None,
+        set_max_ticks: Callable[[int], None] | None = None,
     ) -> None:
         self._path = outdir / ROI_RECORD_NAME
         self._tick = tick
@@ -109,6 +135,11 @@ class RoiProtocol:
         # the work id of the exit event being handled (gem5: the exit code)
         self._work_id = work_id
         self._roi_work_id = roi_work_id
+        # gem5's Simulator re-arms its max_ticks relative to the current tick
+        # after every exit event (m5.simulate(n) runs n more ticks), so an
+        # absolute cap is re-armed here with what is left of it.
+        self._tick_limit = tick_limit
+        self._set_max_ticks = set_max_ticks
         self._switched = False
         self.record: dict[str, Any] = dict(record or {})
         self.record.update(
@@ -197,12 +228,25 @@ class RoiProtocol:
             self._set(state)
             yield True
 
+    def _capped(self, handler: Generator[bool, None, None]) -> Generator[bool, None, None]:
+        """``handler``, then: stop at the absolute tick limit, or re-arm what is left."""
+        for stop in handler:
+            if not stop and self._tick_limit is not None:
+                left = self._tick_limit - self._tick()
+                if left <= 0:
+                    self._event("max_tick", action=f"absolute limit {self._tick_limit} reached")
+                    self._set(RunState.MAX_TICK)
+                    stop = True
+                elif self._set_max_ticks is not None:
+                    self._set_max_ticks(left)
+            yield stop
+
     def handlers(self, events: Any) -> dict[Any, Generator[bool, None, None]]:
         """The table, keyed by gem5's ``ExitEvent`` members (passed in as ``events``)."""
         return {
-            events.CHECKPOINT: self.on_checkpoint(),
-            events.WORKBEGIN: self.on_workbegin(),
-            events.WORKEND: self.on_workend(),
+            events.CHECKPOINT: self._capped(self.on_checkpoint()),
+            events.WORKBEGIN: self._capped(self.on_workbegin()),
+            events.WORKEND: self._capped(self.on_workend()),
             events.EXIT: self._stop("exit", RunState.EXITED),
             events.MAX_TICK: self._stop("max_tick", RunState.MAX_TICK),
             events.KERNEL_PANIC: self._stop("kernel_panic", RunState.KERNEL_PANIC),

@@ -47,6 +47,32 @@ PROBE_FILTER_DEFAULT_ASSOC = 4
 MEMORY_TYPES = ("DDR3_1600_8x8", "DDR3_2133_8x8", "DDR4_2400_8x8")
 
 
+# What a boot fixes in the guest, so a restore must not change it (the rest, e.g.
+# caches, link latency and the ROI CPU, may differ): the CPUs and memory the
+# kernel enumerated, the SLIT it read from our ACPI tables, and the clock its
+# TSC/LAPIC calibration and lpj were taken from (another clock would skew every
+# guest-timed elapsed time).
+BOOT_FIELDS = (
+    "sockets",
+    "cores_per_socket",
+    "ncpus",
+    "mem_per_node",
+    "node_ranges",
+    "cpu_clock_hz",
+    "kernel_hz",
+    "slit",
+)
+
+
+def boot_mismatch(boot: dict[str, Any], now: dict[str, Any]) -> str | None:
+    """The first boot field (``BOOT_FIELDS``) where two topology records differ, described."""
+    for name in BOOT_FIELDS:
+        if boot.get(name) != now.get(name):
+            was, got = boot.get(name), now.get(name)
+            return f"{name}: the checkpoint was booted with {was!r}, this run has {got!r}"
+    return None
+
+
 class TopologyError(ValueError):
     """An invalid machine description; the message starts with the parameter name."""
 
@@ -390,6 +416,7 @@ class Topology:
             "link_latency_source": link.source,
             "numa_factor_predicted": link.predicted_numa_factor,
             "slit_remote_distance": self.slit_distance,
+            "kernel_hz": self.kernel_hz,
             "slit": self.slit(),
             "node_ranges": [[r.start, r.end] for r in self.node_ranges()],
             "kernel_args": self.kernel_args(),

@@ -214,3 +214,60 @@ def test_shipped_calibration_is_the_default_when_present() -> None:
         assert topo.link_latency().source == str(options.DEFAULT_CALIBRATION)
     else:
         assert topo.link_latency().source == "first-order model (uncalibrated)"
+
+
+def test_the_simulated_time_cap_is_absolute(tmp_path: Path) -> None:
+    """gem5 re-arms max_ticks relative to 'now' after every exit event: we re-arm the rest."""
+    m = Machine()
+    armed: list[int] = []
+    proto = RoiProtocol(
+        outdir=tmp_path, tick=m.tick, reset_stats=lambda: None, dump_stats=lambda: None,
+        switch_cpus=None, save_checkpoint=lambda p: None, take_checkpoint=None,
+        tick_limit=1_000, set_max_ticks=armed.append,
+    )  # fmt: skip
+    table = proto.handlers(Events)
+    m.now = 400
+    assert next(table[Events.WORKBEGIN]) is False and armed == [600]
+    m.now = 900
+    assert next(table[Events.CHECKPOINT]) is False and armed == [600, 100]
+    m.now = 1_000  # a work item exactly at the limit: the run stops there
+    assert next(table[Events.WORKEND]) is True
+    assert proto.state is RunState.MAX_TICK and proto.exit_code() == 2
+    assert _state(tmp_path)["events"][-1]["event"] == "max_tick"
+
+
+def test_checkpoint_tick_reads_the_globals_section(tmp_path: Path) -> None:
+    from numa_lb.roi import checkpoint_tick  # noqa: PLC0415
+
+    # the layout gem5 v24 writes: Root::serialize puts curTick in root.globals
+    (tmp_path / "m5.cpt").write_text(
+        "## checkpoint generated: Mon Nov 23 2026\n\n[root]\nFullSystem=1\n\n"
+        "[root.globals]\ncurTick=930189039423\nversion_tags=arm-ccregs\n\n"
+        "[board.processor.start0.core]\ncurTick=5\n"
+    )
+    assert checkpoint_tick(tmp_path) == 930189039423
+    (tmp_path / "m5.cpt").write_text("[root]\nFullSystem=1\n")
+    with pytest.raises(ValueError, match="curTick"):
+        checkpoint_tick(tmp_path)
+
+
+def test_a_restore_must_keep_what_the_boot_fixed() -> None:
+    from numa_lb.topology import BOOT_FIELDS, Topology, boot_mismatch  # noqa: PLC0415
+
+    boot = json.loads(json.dumps(Topology(sockets=4, cores_per_socket=1,
+                                          slit_remote_distance=16).to_record()))  # fmt: skip
+    assert set(BOOT_FIELDS) <= boot.keys()
+    # another NUMA factor with the SLIT held, other caches: allowed
+    same = Topology(sockets=4, cores_per_socket=1, slit_remote_distance=16, numa_factor=2.5,
+                    probe_filter=False)  # fmt: skip
+    assert boot_mismatch(boot, same.to_record()) is None
+    for other, field in (
+        (Topology(sockets=4, cores_per_socket=2, slit_remote_distance=16), "cores_per_socket"),
+        (Topology(sockets=4, cores_per_socket=1, slit_remote_distance=16,
+                  cpu_clock_hz=2_000_000_000), "cpu_clock_hz"),
+        (Topology(sockets=4, cores_per_socket=1, slit_remote_distance=20), "slit"),
+        (Topology(sockets=4, cores_per_socket=1, slit_remote_distance=16,
+                  mem_per_node=256 << 20), "mem_per_node"),
+    ):  # fmt: skip
+        why = boot_mismatch(boot, other.to_record())
+        assert why is not None and why.startswith(field + ":"), why
