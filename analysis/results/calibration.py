@@ -14,7 +14,7 @@ this, not the memory system. Every timed window now counts its context
 switches, and a run with any is left out.
 
     ./run_all.py run --preset calibration                # one run per link latency
-    ./run_all.py calibrate results/calibration           # -> configs/numa_lb/calibration.csv
+    ./run_all.py calibrate results/calibration    # -> configs/numa_lb/calibration/<machine>.csv
     ./run_all.py run --preset calibration-check          # f = 1.2, 1.6, 2.0, 3.0 via the table
     ./run_all.py calibrate --check results/calibration-check   # within +-5 %?
 
@@ -35,8 +35,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "configs"))
 
-from numa_lb.numa_factor import CalibrationTable  # noqa: E402
-from numa_lb.options import DEFAULT_CALIBRATION  # noqa: E402
+from numa_lb.numa_factor import CONDITIONS_PREFIX, CalibrationTable  # noqa: E402
+from numa_lb.options import CALIBRATION_DIR  # noqa: E402
 
 from ..sweep.point import SweepPoint  # noqa: E402
 from ..sweep.rundir import RunDir, State  # noqa: E402
@@ -54,6 +54,7 @@ class Measurement:
     local_ns: float
     remote_ns: float
     matrix_ns: list[list[float]]
+    conditions: dict[str, str]  # Topology.calibration_conditions() of the run
 
 
 def _ptrchase_result(run: RunDir) -> dict[str, Any] | str:
@@ -94,6 +95,30 @@ def _ptrchase_result(run: RunDir) -> dict[str, Any] | str:
     return {"local_ns": lo, "remote_ns": re_, "numa_factor": re_ / lo, "matrix_ns": matrix}
 
 
+# Runs recorded before the link bandwidth was a Topology field used gem5's default
+# inter-socket links: 16 B per cycle (bandwidth_factor 160 at endpoint 100).
+LEGACY_LINK_BANDWIDTH_FACTOR = "160"
+
+
+def conditions_of(topo: dict[str, Any]) -> dict[str, str] | None:
+    """Topology.calibration_conditions() of a run, from its numa_topology.json."""
+    recorded = topo.get("calibration_conditions")
+    if isinstance(recorded, dict):
+        return {str(k): str(v) for k, v in recorded.items()}
+    need = ("sockets", "cores_per_socket", "cpu_clock_hz", "memory_type", "probe_filter")
+    if any(k not in topo for k in need):
+        return None
+    return {
+        "sockets": str(topo["sockets"]),
+        "cores_per_socket": str(topo["cores_per_socket"]),
+        "cpu_clock_hz": str(topo["cpu_clock_hz"]),
+        "memory_type": str(topo["memory_type"]),
+        "probe_filter": str(int(bool(topo["probe_filter"]))),
+        "inter_socket": str(topo.get("inter_socket", "full")),
+        "link_bandwidth_factor": LEGACY_LINK_BANDWIDTH_FACTOR,
+    }
+
+
 def collect(out: Path) -> tuple[list[Measurement], list[str]]:
     """Measurements of every done run under ``out`` and why others were skipped."""
     found: list[Measurement] = []
@@ -120,6 +145,10 @@ def collect(out: Path) -> tuple[list[Measurement], list[str]]:
         if cycles is None:
             skipped.append(f"{name}: no m5out/numa_topology.json")
             continue
+        conditions = conditions_of(topo)
+        if conditions is None:
+            skipped.append(f"{name}: its topology record states no calibration conditions")
+            continue
         found.append(
             Measurement(
                 run=name,
@@ -129,24 +158,44 @@ def collect(out: Path) -> tuple[list[Measurement], list[str]]:
                 local_ns=float(res["local_ns"]),
                 remote_ns=float(res["remote_ns"]),
                 matrix_ns=res["matrix_ns"],
+                conditions=conditions,
             )
         )
     return found, skipped
 
 
 def table(measurements: list[Measurement]) -> CalibrationTable:
-    """One point per link latency (the mean if several repeats measured it)."""
+    """One point per link latency (the mean if several repeats measured it); every run
+    must have been made under the same conditions (one table per machine)."""
+    conds = {tuple(sorted(m.conditions.items())) for m in measurements}
+    if len(conds) != 1:
+        raise ValueError(
+            f"the runs were made on {len(conds)} different machines (calibration conditions "
+            f"{sorted(str(dict(c)) for c in conds)}): calibrate each machine from its own runs"
+        )
     by_lat: dict[int, list[float]] = {}
     for m in measurements:
         by_lat.setdefault(m.link_latency_cycles, []).append(m.numa_factor_measured)
     points = tuple(sorted((c, sum(v) / len(v)) for c, v in by_lat.items()))
-    return CalibrationTable(points=points, source="measurement")
+    return CalibrationTable(points=points, source="measurement", conditions=conds.pop())
+
+
+def table_name(conditions: dict[str, str]) -> str:
+    """A readable file name for a machine's table, e.g. 4x2-2800MHz-pf1-bw46-DDR3_1600_8x8-full."""
+    c = conditions
+    mhz = int(c.get("cpu_clock_hz", "0")) // 1_000_000
+    return (
+        f"{c.get('sockets')}x{c.get('cores_per_socket')}-{mhz}MHz-pf{c.get('probe_filter')}"
+        f"-bw{c.get('link_bandwidth_factor')}-{c.get('memory_type')}-{c.get('inter_socket')}"
+    )
 
 
 def write_csv(cal: CalibrationTable, path: Path, note: str) -> None:
     with path.open("w", newline="") as f:
         for line in note.splitlines():
             f.write(f"# {line}\n")
+        conds = " ".join(f"{k}={v}" for k, v in cal.conditions)
+        f.write(f"{CONDITIONS_PREFIX} {conds}\n")
         w = csv.writer(f, lineterminator="\n")
         w.writerow(["link_latency_cycles", "measured_numa_factor"])
         for cycles, factor in cal.points:
@@ -197,7 +246,7 @@ def main(out: Path, do_check: bool, write: Path | None) -> int:
     except ValueError as err:
         print(f"calibrate: {err}", file=sys.stderr)
         return 1
-    target = write or DEFAULT_CALIBRATION
+    target = write or CALIBRATION_DIR / f"{table_name(dict(cal.conditions))}.csv"
     write_csv(
         cal,
         target,

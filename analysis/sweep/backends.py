@@ -241,6 +241,8 @@ def gem5_args(
 
 
 def gem5_command(
+    if m.get("link_bandwidth") is not None:
+        a += ["--link-bandwidth", str(m["link_bandwidth"])]
     rec: dict[str, Any],
     run_dir: Path,
     checkpoint: Path | None = None,
@@ -258,14 +260,21 @@ def gem5_command(
     return cmd
 
 
-CALIBRATION_FILE = "numa_lb/calibration.csv"
+CALIBRATION_DIR = "numa_lb/calibration"
+
+
+def calibration_files() -> tuple[str, ...]:
+    """configs/-relative paths of the calibration tables (left out of checkpoint keys)."""
+    base = ROOT / "configs"
+    return tuple(str(p.relative_to(base)) for p in sorted((base / CALIBRATION_DIR).glob("*")))
 
 
 def checkpoint_key(rec: dict[str, Any]) -> str:
     """One boot checkpoint per (boot topology, kernel, image, gem5, configs code).
 
-    The calibration table is left out of the configs hash: it only turns a
-    factor into a link latency, which a restore may change.
+    The calibration tables are left out of the configs hash: they only turn a
+    factor into a link latency, which a restore may change. The CPU clock is in:
+    the guest calibrated its TSC, LAPIC timer and lpj against it at boot.
 
     What the guest saw at boot (core count, memory map, SLIT) and the boot CPU
     decide the checkpoint; link latency, caches, ROI CPU and policy may differ at
@@ -286,7 +295,7 @@ def checkpoint_key(rec: dict[str, Any]) -> str:
         "kernel": prov["kernel_build_id"],
         "image": prov["image_id"],
         "gem5": prov["gem5_sha256"],
-        "configs": pv.tree_hash(ROOT / "configs", exclude=(CALIBRATION_FILE,)),
+        "configs": pv.tree_hash(ROOT / "configs", exclude=calibration_files()),
     }
     return hashlib.sha256(canonical_json(key).encode()).hexdigest()[:20]
 
@@ -295,6 +304,7 @@ def ensure_checkpoint(rec: dict[str, Any], run_dir: Path, log: Any, timeout_s: f
     """Create the boot checkpoint once, under a lock, and return its directory.
 
     Two workers asking for the same key serialise on ``<key>.lock``; the second
+        "cpu_clock_hz": topo.cpu_clock_hz,
     finds the finished checkpoint and reuses it. A failed boot leaves nothing.
     """
     base = pv.cache_root() / "checkpoints"

@@ -49,7 +49,7 @@ from m5.objects import (
 )
 
 from .caches import LINE_SIZE
-from .topology import Topology
+from .topology import EXT_LINK_BYTES_PER_CYCLE, RUBY_ENDPOINT_BANDWIDTH, Topology
 
 # gem5 v24.0.0.1 names the MOESI_hammer member ARM_MOESI_HAMMER (runtime.py
 # maps PROTOCOL=MOESI_hammer to it); there is no CoherenceProtocol.MOESI_HAMMER.
@@ -205,6 +205,8 @@ class SocketNetwork(SimpleNetwork):
         super().__init__()
         self.ruby_system = ruby_system
         self.number_of_virtual_networks = HAMMER_VIRTUAL_NETWORKS
+        # bytes/cycle of a link = endpoint_bandwidth * bandwidth_factor / 1000
+        self.endpoint_bandwidth = RUBY_ENDPOINT_BANDWIDTH
         self._topology = topology
         self.routers = [Switch(router_id=s) for s in range(topology.sockets)]
         self.netifs = []
@@ -218,6 +220,7 @@ class SocketNetwork(SimpleNetwork):
                         link_id=len(ext_links),
                         ext_node=controller,
                         int_node=self.routers[socket],
+                        bandwidth_factor=EXT_LINK_BYTES_PER_CYCLE * 1000 // RUBY_ENDPOINT_BANDWIDTH,
                     )
                 )
         self.ext_links = ext_links
@@ -231,6 +234,7 @@ class SocketNetwork(SimpleNetwork):
                         src_node=self.routers[src],
                         dst_node=self.routers[dst],
                         latency=latency,
+                        bandwidth_factor=self._topology.link_bandwidth_factor,
                     )
                 )
         self.int_links = int_links

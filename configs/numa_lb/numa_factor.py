@@ -43,6 +43,7 @@ MAX_DISTANCE = 254  # 255 means "unreachable" in the SLIT
 RECLAIM_DISTANCE = 30  # Linux: distances above this change sched-domain flags
 ROUTER_LATENCY_CYCLES = 1  # gem5 SimpleNetwork default router_latency
 LOCAL_LATENCY_ESTIMATE_NS = 70.0  # uncalibrated estimate, see module docstring
+CONDITIONS_PREFIX = "# conditions:"
 
 
 class InterSocket(StrEnum):
@@ -109,6 +110,9 @@ class CalibrationTable:
 
     points: tuple[tuple[int, float], ...]
     source: str
+    # The machine the table was measured on (Topology.calibration_conditions()
+    # names): a table applies only to a machine with the same conditions.
+    conditions: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.points) < 2:
@@ -122,13 +126,34 @@ class CalibrationTable:
 
     @classmethod
     def from_csv(cls, path: Path) -> CalibrationTable:
-        """CSV with header ``link_latency_cycles,measured_numa_factor``; ``#`` lines are notes."""
+        """CSV with header ``link_latency_cycles,measured_numa_factor``; ``#`` lines are notes,
+        and one ``# conditions: key=value ...`` line states the machine it was measured on."""
         with path.open(newline="") as fh:
-            rows = list(csv.DictReader(line for line in fh if not line.startswith("#")))
+            lines = list(fh)
+        conditions: tuple[tuple[str, str], ...] = ()
+        for line in lines:
+            if line.startswith(CONDITIONS_PREFIX):
+                pairs = [kv.split("=", 1) for kv in line[len(CONDITIONS_PREFIX) :].split()]
+                if any(len(kv) != 2 for kv in pairs):
+                    raise ValueError(f"{path}: conditions must be key=value words: {line!r}")
+                conditions = tuple(sorted((k, v) for k, v in pairs))
+        rows = list(csv.DictReader(line for line in lines if not line.startswith("#")))
         points = tuple(
             sorted((int(r["link_latency_cycles"]), float(r["measured_numa_factor"])) for r in rows)
         )
-        return cls(points=points, source=str(path))
+        return cls(points=points, source=str(path), conditions=conditions)
+
+    def mismatch(self, machine: dict[str, str]) -> str | None:
+        """The first condition the machine does not meet, described; None if it applies."""
+        if not self.conditions:
+            return f"{self.source} states no measurement conditions"
+        for key, value in self.conditions:
+            if machine.get(key) != value:
+                return (
+                    f"{self.source} was measured with {key}={value}, "
+                    f"this machine has {key}={machine.get(key)}"
+                )
+        return None
 
     def factor(self, link_cycles: float) -> float:
         return self._interpolate(link_cycles, 0, 1)

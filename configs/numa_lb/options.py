@@ -10,13 +10,15 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from .numa_factor import CalibrationTable
 from .topology import Topology, TopologyError
 
-# The calibration shipped with the repo, for the default machine (configs/README.md,
-# "Calibration"). A run with other caches, clock or memory may pass its own table.
-DEFAULT_CALIBRATION = Path(__file__).resolve().parent / "calibration.csv"
+# Measured calibration tables, one per machine (configs/README.md, "Calibration"):
+# each states the conditions it was measured under, and a machine uses the one
+# whose conditions it meets. A run may also pass its own table.
+CALIBRATION_DIR = Path(__file__).resolve().parent / "calibration"
 
 
 def add_topology_args(p: argparse.ArgumentParser) -> None:
@@ -31,46 +33,84 @@ def add_topology_args(p: argparse.ArgumentParser) -> None:
     lat.add_argument("--numa-factor", type=float, help="target one-hop factor (default 1.6)")
     lat.add_argument("--link-latency", help="inter-socket link: cycles (integer) or time (20ns)")
     g.add_argument("--slit-remote-distance", type=int, help="default round(10 * f)")
+    g.add_argument(
+        "--link-bandwidth",
+        help="inter-socket link bandwidth per direction, GB/s (default 12.8: HyperTransport 3)",
+    )
     g.add_argument("--no-probe-filter", action="store_true")
     g.add_argument("--l2-includes-l3-share", action="store_true")
     g.add_argument(
         "--calibration",
         type=Path,
-        help=f"link latency -> measured factor CSV (default {DEFAULT_CALIBRATION.name} "
-        "when it exists; 'none' for the uncalibrated model)",
+        help="link latency -> measured factor CSV (default: the table in "
+        f"{CALIBRATION_DIR.name}/ measured on this machine; 'none' for the uncalibrated model)",
     )
 
 
 def load_calibration(path: Path | None) -> CalibrationTable | None:
-    """The table at ``path``; None means the shipped default (if any), "none" no table."""
-    if path is not None and str(path) == "none":
+    """The table at ``path``; None or "none" means no table."""
+    if path is None or str(path) == "none":
         return None
-    if path is None:
-        path = DEFAULT_CALIBRATION
-        if not path.exists():
-            return None
     try:
         return CalibrationTable.from_csv(path)
     except (OSError, KeyError, ValueError) as err:
         raise TopologyError(f"calibration: cannot use {path}: {err}") from None
 
 
+def find_calibration(conditions: dict[str, str]) -> CalibrationTable | None:
+    """The shipped table measured under exactly these conditions, if any."""
+    for path in sorted(CALIBRATION_DIR.glob("*.csv")):
+        table = load_calibration(path)
+        if table is not None and table.mismatch(conditions) is None:
+            return table
+    return None
+
+
+def calibration_for(**topology_kwargs: Any) -> CalibrationTable | None:
+    """The shipped table for this machine, else None (the model).
+
+    For callers that only describe the machine (the sweep's QEMU points, plans):
+    a gem5 run resolving a NUMA factor refuses a machine without a table instead
+    (``topology_from_args``).
+    """
+    machine = Topology.from_options(**topology_kwargs, calibration=None)
+    return find_calibration(machine.calibration_conditions())
+
+
 def topology_from_args(args: argparse.Namespace) -> Topology:
-    """The machine the flags describe; raises TopologyError naming the bad flag."""
-    return Topology.from_options(
-        sockets=args.sockets,
-        cores_per_socket=args.cores_per_socket,
-        mem_per_node=args.mem_per_node,
-        cpu_clock=args.cpu_clock,
-        memory_type=args.memory_type,
-        inter_socket=args.inter_socket,
-        numa_factor=args.numa_factor,
-        link_latency=args.link_latency,
-        slit_remote_distance=args.slit_remote_distance,
-        probe_filter=not args.no_probe_filter,
-        l2_includes_l3_share=args.l2_includes_l3_share,
-        calibration=load_calibration(args.calibration),
-    )
+    """The machine the flags describe; raises TopologyError naming the bad flag.
+
+    Without --calibration, a requested NUMA factor is resolved with the shipped
+    table measured on this machine; if there is none the run is refused (the
+    first-order model only with an explicit --calibration none).
+    """
+    kw: dict[str, Any] = {
+        "sockets": args.sockets,
+        "cores_per_socket": args.cores_per_socket,
+        "mem_per_node": args.mem_per_node,
+        "cpu_clock": args.cpu_clock,
+        "memory_type": args.memory_type,
+        "inter_socket": args.inter_socket,
+        "numa_factor": args.numa_factor,
+        "link_latency": args.link_latency,
+        "slit_remote_distance": args.slit_remote_distance,
+        "probe_filter": not args.no_probe_filter,
+        "l2_includes_l3_share": args.l2_includes_l3_share,
+        "link_bandwidth": args.link_bandwidth,
+    }
+    if args.calibration is not None:
+        return Topology.from_options(**kw, calibration=load_calibration(args.calibration))
+    machine = Topology.from_options(**kw, calibration=None)
+    table = find_calibration(machine.calibration_conditions())
+    if table is None and args.link_latency is None:
+        conds = " ".join(f"{k}={v}" for k, v in sorted(machine.calibration_conditions().items()))
+        raise TopologyError(
+            f"calibration: no table in {CALIBRATION_DIR} was measured on this machine "
+            f"({conds}); measure one (./run_all.py --preset calibration with these machine "
+            "settings, then ./run_all.py calibrate), give --link-latency, or pass "
+            "--calibration none for the uncalibrated first-order model"
+        )
+    return Topology.from_options(**kw, calibration=table)
 
 
 def topology_or_exit(args: argparse.Namespace) -> Topology:

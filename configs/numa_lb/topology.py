@@ -44,6 +44,16 @@ LINK_LATENCY_MAX_CYCLES = 100_000
 # 256 Ki entries, 4-way, each tracking one 64-byte line.
 PROBE_FILTER_DEFAULT_ENTRIES = 256 * 1024
 PROBE_FILTER_DEFAULT_ASSOC = 4
+# Inter-socket link bandwidth per direction. The paper's machine (4 x Opteron
+# 6320, [Chiang21] Table 4) links its sockets with HyperTransport 3.0: 6.4 GT/s
+# on a 16-bit link = 12.8 GB/s per direction (gem5's default, 16 B per Ruby
+# cycle, is 44.8 GB/s at 2.8 GHz: remote traffic would never be link-limited,
+# since one DDR3-1600 channel per node gives 12.8 GB/s).
+LINK_BANDWIDTH_DEFAULT_GBPS = 12.8
+# Ruby throttles move endpoint_bandwidth * bandwidth_factor / 1000 bytes per
+# cycle; endpoint_bandwidth 100 gives link bandwidths in steps of 0.1 B/cycle.
+RUBY_ENDPOINT_BANDWIDTH = 100
+EXT_LINK_BYTES_PER_CYCLE = 16  # gem5's default for controller <-> router links
 MEMORY_TYPES = ("DDR3_1600_8x8", "DDR3_2133_8x8", "DDR4_2400_8x8")
 
 
@@ -75,6 +85,18 @@ def boot_mismatch(boot: dict[str, Any], now: dict[str, Any]) -> str | None:
 
 class TopologyError(ValueError):
     """An invalid machine description; the message starts with the parameter name."""
+
+
+def parse_gbps(value: str | float, name: str) -> float:
+    """A bandwidth in GB/s: a number, or text such as "12.8GB/s" / "12.8 GB/s"."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    text = str(value).strip()
+    num = text[: -len("GB/s")].strip() if text.endswith("GB/s") else text
+    try:
+        return float(num)
+    except ValueError:
+        raise ValueError(f"{name}: expected GB/s such as 12.8GB/s, got {value!r}") from None
 
 
 @dataclass(frozen=True)
@@ -118,6 +140,7 @@ class Topology:
     slit_remote_distance: int | None = None
     calibration: CalibrationTable | None = None
     kernel_hz: int = DEBIAN_HZ
+    link_bandwidth_gbps: float = LINK_BANDWIDTH_DEFAULT_GBPS
 
     # ------------------------------------------------------------------ checks
     def __post_init__(self) -> None:
@@ -166,9 +189,22 @@ class Topology:
                 f"probe_filter_entries/probe_filter_assoc: {self.probe_filter_entries} entries "
                 f"{self.probe_filter_assoc}-way must form a power-of-two number of sets ({err})"
             ) from None
+        bw = self.link_bandwidth_gbps
+        if isinstance(bw, bool) or not isinstance(bw, int | float) or not 0.1 <= bw <= 1000:
+            raise TopologyError(
+                f"link_bandwidth_gbps: must be a number of GB/s from 0.1 to 1000, got {bw!r}"
+            )
         self._check_latency_request()
         self._check_slit()
         self._check_int("kernel_hz", self.kernel_hz, (100, 250, 300, 1000))
+        if self.calibration is not None and (why := self.calibration.mismatch(
+            self.calibration_conditions()
+        )):
+            raise TopologyError(
+                f"calibration: {why}; recalibrate for this machine (./run_all.py --preset "
+                "calibration with its machine settings, then ./run_all.py calibrate) or use "
+                "the uncalibrated model (--calibration none)"
+            )
 
     @staticmethod
     def _size(nbytes: int) -> str:
@@ -249,6 +285,7 @@ class Topology:
         l1d_size: str | None = None,
         l1i_size: str | None = None,
         l2_size: str | None = None,
+        link_bandwidth: str | float | None = None,
         **kwargs: Any,
     ) -> Topology:
         """Build from human-written values: "1GiB", "2.8GHz", "20ns" or cycles (int).
@@ -261,6 +298,8 @@ class Topology:
                 kwargs["mem_per_node"] = parse_size(mem_per_node, "mem_per_node")
             if cpu_clock is not None:
                 kwargs["cpu_clock_hz"] = parse_frequency(cpu_clock, "cpu_clock")
+            if link_bandwidth is not None:
+                kwargs["link_bandwidth_gbps"] = parse_gbps(link_bandwidth, "link_bandwidth")
             if link_latency is not None:
                 if isinstance(link_latency, int) or str(link_latency).strip().isdigit():
                     kwargs["link_latency_cycles"] = int(link_latency)
@@ -369,6 +408,36 @@ class Topology:
         )
 
     @property
+    def link_bandwidth_factor(self) -> int:
+        """Ruby bandwidth_factor of an inter-socket link (with RUBY_ENDPOINT_BANDWIDTH)."""
+        per_cycle = self.link_bandwidth_gbps * 1e9 / self.cpu_clock_hz
+        return max(1, round(per_cycle * 1000 / RUBY_ENDPOINT_BANDWIDTH))
+
+    @property
+    def link_bandwidth_resolved_gbps(self) -> float:
+        """The bandwidth Ruby really models after rounding to its units."""
+        per_cycle = self.link_bandwidth_factor * RUBY_ENDPOINT_BANDWIDTH / 1000
+        return per_cycle * self.cpu_clock_hz / 1e9
+
+    def calibration_conditions(self) -> dict[str, str]:
+        """What a measured NUMA factor depends on besides the link latency.
+
+        A calibration table holds for the machine it was measured on: the clock
+        (latencies are in cycles), the DRAM, the probe filter (without it every
+        miss broadcasts probes), the link bandwidth (serialization of the data
+        response), the shape of the machine.
+        """
+        return {
+            "sockets": str(self.sockets),
+            "cores_per_socket": str(self.cores_per_socket),
+            "cpu_clock_hz": str(self.cpu_clock_hz),
+            "memory_type": self.memory_type,
+            "probe_filter": str(int(self.probe_filter)),
+            "inter_socket": self.inter_socket.value,
+            "link_bandwidth_factor": str(self.link_bandwidth_factor),
+        }
+
+    @property
     def target_numa_factor(self) -> float:
         """The one-hop factor asked for, or predicted from a given link latency."""
         if self.link_latency_cycles is None and self.link_latency_ns is None:
@@ -414,6 +483,10 @@ class Topology:
             "link_latency_cycles": link.cycles,
             "link_latency_ns": link.ns,
             "link_latency_source": link.source,
+            "link_bandwidth_gbps": self.link_bandwidth_gbps,
+            "link_bandwidth_gbps_modelled": round(self.link_bandwidth_resolved_gbps, 4),
+            "link_bandwidth_factor": self.link_bandwidth_factor,
+            "calibration_conditions": self.calibration_conditions(),
             "numa_factor_predicted": link.predicted_numa_factor,
             "slit_remote_distance": self.slit_distance,
             "kernel_hz": self.kernel_hz,

@@ -18,8 +18,16 @@ from analysis.results.calibration import Measurement
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def m(cycles: int, factor: float, requested: float | None = None) -> Measurement:
-    return Measurement("r", cycles, requested, factor, 100.0, 100.0 * factor, [[0.0]])
+COND = {"sockets": "4", "cores_per_socket": "2", "cpu_clock_hz": "2800000000",
+        "memory_type": "DDR3_1600_8x8", "probe_filter": "1", "inter_socket": "full",
+        "link_bandwidth_factor": "46"}  # fmt: skip
+
+
+def m(
+    cycles: int, factor: float, requested: float | None = None, cond: dict | None = None
+) -> Measurement:
+    return Measurement("r", cycles, requested, factor, 100.0, 100.0 * factor, [[0.0]],
+                       cond or COND)  # fmt: skip
 
 
 def test_repeats_average_and_the_csv_round_trips(tmp_path: Path) -> None:
@@ -27,10 +35,18 @@ def test_repeats_average_and_the_csv_round_trips(tmp_path: Path) -> None:
     assert table.points == ((10, 1.25), (50, 1.6), (100, 2.0))
     path = tmp_path / "c.csv"
     cal.write_csv(table, path, "note line 1\nnote line 2")
-    assert path.read_text().startswith("# note line 1\n# note line 2\nlink_latency_cycles,")
+    assert path.read_text().startswith("# note line 1\n# note line 2\n# conditions: cores_per")
     back = cal.CalibrationTable.from_csv(path)
-    assert back.points == table.points
+    assert back.points == table.points and dict(back.conditions) == COND
+    assert back.mismatch(COND) is None
+    assert "cores_per_socket=2" in (back.mismatch(dict(COND, cores_per_socket="4")) or "")
     assert back.link_cycles(1.8) == 75  # interpolated between (50, 1.6) and (100, 2.0)
+    assert cal.table_name(COND) == "4x2-2800MHz-pf1-bw46-DDR3_1600_8x8-full"
+
+
+def test_runs_on_different_machines_make_no_table() -> None:
+    with pytest.raises(ValueError, match="2 different machines"):
+        cal.table([m(10, 1.2), m(20, 1.3, cond=dict(COND, probe_filter="0"))])
 
 
 def test_a_factor_that_falls_with_latency_is_refused() -> None:
@@ -64,6 +80,9 @@ def test_a_real_pairs_run_gives_its_local_and_remote_latency() -> None:
     assert m.local_ns == pytest.approx(70.9932) and m.remote_ns == pytest.approx(79.2507)
     assert m.numa_factor_measured == pytest.approx(79.2507 / 70.9932, rel=1e-6)
     assert [row[:2] for row in m.matrix_ns] == [[0, 0], [1, 2]]
+    # recorded before link bandwidth was a parameter: gem5's 16 B/cycle links
+    assert m.conditions["link_bandwidth_factor"] == "160"
+    assert m.conditions["cores_per_socket"] == "1" and m.conditions["probe_filter"] == "1"
 
 
 def test_a_context_switch_in_a_timed_window_leaves_the_run_out(tmp_path: Path) -> None:

@@ -207,13 +207,51 @@ def test_bad_flags_name_the_parameter(tmp_path: Path) -> None:
         options.topology_from_args(_args("--calibration", str(bad)))
 
 
-def test_shipped_calibration_is_the_default_when_present() -> None:
-    topo = options.topology_from_args(_args("--numa-factor", "1.6"))
-    if options.DEFAULT_CALIBRATION.exists():
-        assert topo.calibration is not None
-        assert topo.link_latency().source == str(options.DEFAULT_CALIBRATION)
-    else:
-        assert topo.link_latency().source == "first-order model (uncalibrated)"
+def test_the_shipped_calibration_applies_only_to_the_machine_it_was_measured_on() -> None:
+    """The 4x1 table was measured on 4 x 1 cores at 2.8 GHz, probe filter on, with gem5's
+    16 B/cycle links: used there, refused on any other machine (naming the condition)."""
+    (path,) = options.CALIBRATION_DIR.glob("4x1-*.csv")
+    table = options.load_calibration(path)
+    assert table is not None and dict(table.conditions)["cores_per_socket"] == "1"
+    measured_on = ("--sockets", "4", "--cores-per-socket", "1", "--link-bandwidth", "44.8")
+    topo = options.topology_from_args(_args(*measured_on, "--numa-factor", "1.6"))
+    assert topo.link_latency().source == str(path)
+    for other, condition in (
+        (("--cores-per-socket", "2", "--link-bandwidth", "44.8"), "cores_per_socket"),
+        (("--cores-per-socket", "1"), "link_bandwidth_factor"),  # the HT3 default
+        (("--cores-per-socket", "1", "--link-bandwidth", "44.8", "--no-probe-filter"),
+         "probe_filter"),
+        (("--cores-per-socket", "1", "--link-bandwidth", "44.8", "--cpu-clock", "2GHz"),
+         "cpu_clock_hz"),
+    ):  # fmt: skip
+        args = ("--sockets", "4", *other, "--numa-factor", "1.6")
+        with pytest.raises(TopologyError, match=f"calibration: no table .*{condition}="):
+            options.topology_from_args(_args(*args))
+        # and that table, forced on this machine, is refused naming the condition
+        with pytest.raises(TopologyError, match=f"calibration: .*measured with {condition}="):
+            options.topology_from_args(_args(*args, "--calibration", str(path)))
+        # a link latency given in cycles needs no table
+        assert options.topology_from_args(_args("--sockets", "4", *other, "--link-latency", "40"))
+    # the uncalibrated model stays available, and says so
+    model = options.topology_from_args(_args("--calibration", "none", "--numa-factor", "1.6"))
+    assert model.link_latency().source == "first-order model (uncalibrated)"
+    # what the sweep uses to describe a machine: the table only where it applies
+    assert options.calibration_for(sockets=4, cores_per_socket=2) is None
+    assert options.calibration_for(sockets=4, cores_per_socket=1, link_bandwidth=44.8) == table
+
+
+def test_link_bandwidth_defaults_to_hypertransport_3() -> None:
+    from numa_lb.topology import Topology  # noqa: PLC0415
+
+    t = Topology()
+    assert t.link_bandwidth_gbps == 12.8
+    assert t.link_bandwidth_factor == 46  # 4.6 B per 2.8 GHz cycle
+    assert abs(t.link_bandwidth_resolved_gbps - 12.88) < 1e-9
+    assert Topology(link_bandwidth_gbps=44.8).link_bandwidth_factor == 160  # gem5's 16 B/cycle
+    assert Topology.from_options(link_bandwidth="6.4GB/s").link_bandwidth_gbps == 6.4
+    for bad in (0, -1, 5000, "fast"):
+        with pytest.raises(TopologyError, match="link_bandwidth"):
+            Topology.from_options(link_bandwidth=bad)
 
 
 def test_the_simulated_time_cap_is_absolute(tmp_path: Path) -> None:

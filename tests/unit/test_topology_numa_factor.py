@@ -97,7 +97,12 @@ def test_given_latency_in_ns_and_cycles() -> None:
     assert nf.ns_to_cycles(0.1, 2_800_000_000) == 1
 
 
-CAL_CSV = "link_latency_cycles,measured_numa_factor\n10,1.2\n50,1.5\n150,2.5\n"
+# conditions of the default Topology (4 x 4, 2.8 GHz, DDR3-1600, probe filter, HT3 links)
+CAL_CSV = (
+    "# conditions: cores_per_socket=4 cpu_clock_hz=2800000000 inter_socket=full "
+    "link_bandwidth_factor=46 memory_type=DDR3_1600_8x8 probe_filter=1 sockets=4\n"
+    "link_latency_cycles,measured_numa_factor\n10,1.2\n50,1.5\n150,2.5\n"
+)
 
 
 def test_calibration_table_interpolates_both_ways(tmp_path: Path) -> None:
@@ -113,6 +118,11 @@ def test_calibration_table_interpolates_both_ways(tmp_path: Path) -> None:
     assert t.link_latency().predicted_numa_factor == pytest.approx(2.0)
     with pytest.raises(TopologyError, match="numa_factor: 3.0 is outside the calibrated range"):
         Topology(numa_factor=3.0, calibration=cal)
+    with pytest.raises(TopologyError, match="calibration: .* measured with cores_per_socket=4"):
+        Topology(cores_per_socket=2, numa_factor=2.0, calibration=cal)
+    path.write_text(CAL_CSV.split("\n", 1)[1])  # no conditions line: applies to nothing
+    with pytest.raises(TopologyError, match="states no measurement conditions"):
+        Topology(numa_factor=2.0, calibration=CalibrationTable.from_csv(path))
 
 
 def test_calibration_table_must_be_monotonic() -> None:
