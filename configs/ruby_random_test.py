@@ -20,6 +20,7 @@ with an error (non-zero exit).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -42,7 +43,7 @@ from m5.objects import (
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from numa_lb.caches import LINE_SIZE  # noqa: E402
+from numa_lb.caches import LINE_SIZE, CacheGeometry  # noqa: E402
 from numa_lb.hammer_hierarchy import (  # noqa: E402
     HAMMER_VIRTUAL_NETWORKS,
     MOESI_HAMMER,
@@ -51,11 +52,16 @@ from numa_lb.hammer_hierarchy import (  # noqa: E402
     SocketNetwork,
 )
 from numa_lb.options import add_topology_args, topology_or_exit  # noqa: E402
+from numa_lb.topology import Topology  # noqa: E402
 
 # RubyTester's CheckTable uses addresses 1000 .. ~26600: nodes share 32 KiB
 # (at least 8 KiB each), so every directory owns some of the checked lines.
 TESTED_BYTES = 32 * 1024
 MIN_NODE_BYTES = 8 * 1024
+# Stress sizes: the tested lines (~400) overflow every cache and the probe filter.
+TINY_L1 = 256  # 4 lines
+TINY_L2 = 512  # 8 lines
+TINY_PF_ENTRIES = 16
 
 
 def node_bytes(sockets: int) -> int:
@@ -77,12 +83,36 @@ def parse_args() -> argparse.Namespace:
         help="also issue flushes (fail on stock gem5 v24.0.0.1 MOESI_hammer: configs/README.md)",
     )
     p.add_argument("--no-randomization", action="store_true", help="no random message delays")
+    p.add_argument(
+        "--tiny-caches",
+        action="store_true",
+        help=f"L1I/L1D {TINY_L1} B 2-way, L2 {TINY_L2} B 2-way: every access evicts, so "
+        "writebacks race with requests (full-size caches hold the whole tested range)",
+    )
+    p.add_argument(
+        "--tiny-probe-filter",
+        action="store_true",
+        help=f"{TINY_PF_ENTRIES}-entry 2-way probe filter: its replacements (and the "
+        "invalidations they force) happen all the time",
+    )
     return p.parse_args()
+
+
+def stressed(topology: Topology, tiny_caches: bool, tiny_pf: bool) -> Topology:
+    """The topology with gem5-tester-sized caches and/or probe filter."""
+    changes: dict = {}
+    if tiny_caches:
+        changes["l1d"] = CacheGeometry("l1d", TINY_L1, 2)
+        changes["l1i"] = CacheGeometry("l1i", TINY_L1, 2)
+        changes["l2"] = CacheGeometry("l2", TINY_L2, 2)
+    if tiny_pf:
+        changes.update(probe_filter_entries=TINY_PF_ENTRIES, probe_filter_assoc=2)
+    return dataclasses.replace(topology, **changes) if changes else topology
 
 
 def main() -> None:
     args = parse_args()
-    topology = topology_or_exit(args)
+    topology = stressed(topology_or_exit(args), args.tiny_caches, args.tiny_probe_filter)
     requires(isa_required=ISA.X86, coherence_protocol_required=MOESI_HAMMER)
     _m5.core.seedRandom(args.seed)  # gem5's random_mt (Ruby delays, testers)
 
@@ -138,6 +168,9 @@ def main() -> None:
         "sockets": topology.sockets,
         "cores_per_socket": topology.cores_per_socket,
         "probe_filter": topology.probe_filter,
+        "probe_filter_entries": topology.probe_filter_entries,
+        "l1d": topology.l1d.size,
+        "l2": topology.l2_effective.size,
         "link_latency_cycles": topology.link_latency().cycles,
         "checks": args.checks,
         "cause": cause,

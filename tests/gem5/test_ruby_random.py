@@ -20,14 +20,21 @@ REPO = Path(__file__).resolve().parents[2]
 GEM5 = os.environ.get("GEM5", "")
 pytestmark = pytest.mark.gem5
 
-CASES = [
-    ["--sockets", "4", "--cores-per-socket", "4"],
-    ["--sockets", "4", "--cores-per-socket", "2", "--no-probe-filter"],
-    ["--sockets", "6", "--cores-per-socket", "1", "--inter-socket", "ring"],
-]
+# Each machine with full-size caches, then with tiny caches and probe filter (as
+# gem5's own protocol tests size them): ~400 tested lines then overflow every
+# cache and the probe filter, so evictions, writeback races and probe-filter
+# replacements happen all the time.
+MACHINES = {
+    "4x4-pf": ["--sockets", "4", "--cores-per-socket", "4"],
+    "4x2-nopf": ["--sockets", "4", "--cores-per-socket", "2", "--no-probe-filter"],
+    "6x1-ring": ["--sockets", "6", "--cores-per-socket", "1", "--inter-socket", "ring"],
+}
+TINY = ["--tiny-caches", "--tiny-probe-filter"]
+CASES = [m for m in MACHINES.values()] + [m + TINY for m in MACHINES.values()]
+IDS = list(MACHINES) + [f"{k}-tiny" for k in MACHINES]
 
 
-@pytest.mark.parametrize("machine", CASES, ids=["4x4-pf", "4x2-nopf", "6x1-ring"])
+@pytest.mark.parametrize("machine", CASES, ids=IDS)
 def test_random_tester_passes(machine: list[str], tmp_path: Path) -> None:
     if not GEM5 or not os.access(GEM5, os.X_OK):
         pytest.skip("SKIPPED gem5: $GEM5 is not set to a gem5.opt binary")
@@ -43,6 +50,8 @@ def test_random_tester_passes(machine: list[str], tmp_path: Path) -> None:
     assert verdict == "PASS", line
     result = json.loads(payload)
     assert result["checks"] == 100000 and result["link_latency_cycles"] == 40
+    if "--tiny-caches" in machine:
+        assert result["l1d"] == 256 and result["l2"] == 512 and result["probe_filter_entries"] == 16
     # every directory that owns checked lines (addresses < ~26 KiB; nodes of 8 KiB
     # from 4 sockets up) took requests: the lines really were spread over them
     stats = (tmp_path / "stats.txt").read_text()
