@@ -14,6 +14,7 @@
 The first line of `run` names the backend. Exit codes of `run`: 0 every run
 done, 1 some run failed or timed out, 2 bad spec/usage, 3 missing prerequisite
 or stopped early (disk), 130 interrupted (rerun the same command to resume).
+`status` and `report` exit 2 when a directory does not exist or holds no runs.
 See analysis/README.md.
 """
 
@@ -21,11 +22,51 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 COMMANDS = ("run", "status", "report", "bench", "bench-machine", "calibrate", "presets", "worker")
+EXIT_USAGE = 2
+MAX_JOBS = 1024
+
+
+def int_in(lo: int, hi: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer in [lo, hi]; argparse names the option on error.
+
+    A count of 0 or below is never meaningful here (--jobs -1 used to loop forever).
+    """
+
+    def parse(text: str) -> int:
+        want = f"an integer >= {lo}" if hi is None else f"an integer in {lo}..{hi}"
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {want}, got {text!r}") from None
+        if v < lo or (hi is not None and v > hi):
+            raise argparse.ArgumentTypeError(f"must be {want}, got {v}")
+        return v
+
+    return parse
+
+
+def positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}") from None
+    if not v > 0 or v == float("inf"):  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}")
+    return v
+
+
+def int_list(text: str) -> list[int]:
+    """1,2,4 -> [1, 2, 4]; every item an integer >= 1."""
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError(f"must be a list of integers >= 1, got {text!r}")
+    return [int_in(1)(x) for x in items]
 
 
 def _shortcut_overrides(a: argparse.Namespace) -> list[str]:
@@ -50,6 +91,30 @@ def _shortcut_overrides(a: argparse.Namespace) -> list[str]:
     return ov + list(a.set or [])
 
 
+def _no_runs(dirs: list[Path]) -> str | None:
+    """Why `status`/`report` has nothing to read (missing dir, no run dirs), or None."""
+    from analysis.results.frames import find_runs
+
+    missing = [str(d) for d in dirs if not d.is_dir()]
+    if missing:
+        return f"no such directory: {', '.join(missing)}"
+    if not find_runs(dirs):
+        return (
+            f"no run directories under {', '.join(str(d) for d in dirs)} (a sweep's output "
+            "directory holds runs/<id>/spec.json; give that directory or a run directory)"
+        )
+    return None
+
+
+def _no_sweep(out: Path) -> str | None:
+    """Why `status` has nothing to list, or None (runs without spec.json are listed)."""
+    if not out.is_dir():
+        return f"no such directory: {out}"
+    if not ((out / "runs").is_dir() or (out / "sweep.json").is_file()):
+        return f"{out} is not a sweep output directory (no runs/, no sweep.json)"
+    return None
+
+
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -71,13 +136,16 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--sockets", help="= --set axes.sockets=...")
     r.add_argument("--cores-per-socket", dest="cores_per_socket")
     r.add_argument("--mixes", help="= --set axes.mix=...")
-    r.add_argument("--repeats", type=int)
+    r.add_argument("--repeats", type=int_in(1))
     r.add_argument("--backend", choices=["auto", "qemu", "gem5"])
     r.add_argument("--time-limit", dest="time_limit", help="per run, e.g. 30m")
     r.add_argument("--out", type=Path, help="output directory (default results/<sweep name>)")
     r.add_argument("--executor", choices=["local", "slurm"], default="local")
     r.add_argument(
-        "--jobs", "-j", type=int, help="local: parallel runs (default: cores and memory)"
+        "--jobs",
+        "-j",
+        type=int_in(1, MAX_JOBS),
+        help=f"local: parallel runs, 1..{MAX_JOBS} (default: cores and memory)",
     )
     r.add_argument(
         "--dry-run",
@@ -94,7 +162,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--gem5", help="gem5.opt binary (default: $GEM5)")
     r.add_argument("--no-report", dest="report", action="store_false")
     r.add_argument("--no-wait", dest="wait", action="store_false", help="slurm: submit and return")
-    r.add_argument("--poll", type=float, default=5.0, help="slurm: seconds between polls")
+    r.add_argument("--poll", type=positive_float, default=5.0, help="slurm: seconds between polls")
 
     s = sub.add_parser("status", help="list the runs of an output directory")
     s.add_argument("out", type=Path)
@@ -105,7 +173,7 @@ def parser() -> argparse.ArgumentParser:
     rep.add_argument("--title", default=None)
 
     b = sub.add_parser("bench", help="time frame + report on a synthetic tree of N runs")
-    b.add_argument("--runs", type=int, default=10000)
+    b.add_argument("--runs", type=int_in(1), default=10000)
     b.add_argument(
         "--from",
         dest="src",
@@ -116,7 +184,12 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--keep", action="store_true")
 
     bm = sub.add_parser("bench-machine", help="gem5: boot time and ROI speed vs one socket")
-    bm.add_argument("--cores", default="1,2,4", help="cores per socket to measure (4 sockets)")
+    bm.add_argument(
+        "--cores",
+        type=int_list,
+        default=[1, 2, 4],
+        help="cores per socket to measure, e.g. 1,2,4 (4 sockets)",
+    )
     bm.add_argument("--no-probe-filter-too", dest="pf_off", action="store_true")
     bm.add_argument("--gem5", help="gem5.opt binary (default: $GEM5)")
     bm.add_argument("--out", type=Path, help="work directory (default: a temp dir)")
@@ -154,11 +227,19 @@ def main(argv: list[str] | None = None) -> int:
     if a.command == "status":
         from analysis.sweep.driver import status_table
 
+        problem = _no_sweep(a.out)
+        if problem:
+            print(f"error: status: {problem}", file=sys.stderr)
+            return EXIT_USAGE
         print(status_table(a.out))
         return 0
     if a.command == "report":
         from analysis.results.report import write_report
 
+        problem = _no_runs(a.dirs)
+        if problem:
+            print(f"error: report: {problem}", file=sys.stderr)
+            return EXIT_USAGE
         paths = write_report(a.dirs, a.out or a.dirs[0], title=a.title)
         for k in ("html", "md", "frame"):
             print(f"{k}: {paths[k]}")
@@ -166,8 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.command == "bench-machine":
         from analysis.results.machine_bench import main as machine_bench_main
 
-        cores = [int(x) for x in a.cores.split(",") if x.strip()]
-        return machine_bench_main(a.gem5, cores, a.pf_off, a.out)
+        return machine_bench_main(a.gem5, a.cores, a.pf_off, a.out)
     if a.command == "calibrate":
         from analysis.results.calibration import main as calibrate_main
 
@@ -177,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return bench_main(a.runs, a.src, a.workdir, a.keep)
 
-    from analysis.sweep.driver import EXIT_USAGE, Options, run_sweep
+    from analysis.sweep.driver import Options, run_sweep
     from analysis.sweep.spec import SpecError, load_spec
 
     if (a.spec is None) == (a.preset is None):

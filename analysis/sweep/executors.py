@@ -42,13 +42,15 @@ def mem_available() -> int:
 
 
 def pool_size(cpus_per_run: int, mem_per_run: int, jobs: int | None = None) -> tuple[int, str]:
+    if jobs is not None and jobs < 1:  # a pool of 0 or -1 would loop forever, running nothing
+        raise ValueError(f"jobs must be >= 1, got {jobs}")
     cores = (
         len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     )
     mem = mem_available()
     by_cpu = max(1, cores // max(1, cpus_per_run))
     by_mem = max(1, mem // max(1, mem_per_run))
-    if jobs:
+    if jobs is not None:
         return jobs, f"--jobs {jobs}"
     n = min(by_cpu, by_mem)
     return n, (
@@ -128,6 +130,8 @@ class LocalExecutor:
     name = "local"
 
     def __init__(self, parallel: int, min_free_disk: int, out: TextIO = sys.stdout) -> None:
+        if parallel < 1:
+            raise ValueError(f"parallel must be >= 1, got {parallel}")
         self.parallel = parallel
         self.min_free_disk = min_free_disk
         self.out = out
