@@ -12,10 +12,10 @@
     ./run_all.py presets
 
 The first line of `run` names the backend. Exit codes of `run`: 0 every run
-done, 1 some run failed or timed out, 2 bad spec/usage, 3 missing prerequisite
-or stopped early (disk), 130 interrupted (rerun the same command to resume).
-`status` and `report` exit 2 when a directory does not exist or holds no runs.
-See analysis/README.md.
+done, 1 some run failed or timed out, 2 bad spec/usage (also: more than 10,000
+runs without --allow-large), 3 missing prerequisite or stopped early (disk), 130
+interrupted (rerun the same command to resume). `status` and `report` exit 2
+when a directory does not exist or holds no runs. See analysis/README.md.
 """
 
 from __future__ import annotations
@@ -154,6 +154,12 @@ def parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--rerun-failed", action="store_true", help="run failed/timed-out runs again")
     r.add_argument(
+        "--allow-large",
+        dest="allow_large",
+        action="store_true",
+        help="confirm a sweep of more than 10,000 runs (refused without it)",
+    )
+    r.add_argument(
         "--no-build",
         dest="build",
         action="store_false",
@@ -281,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
         report=a.report,
         wait=a.wait,
         poll_s=a.poll,
+        allow_large=a.allow_large,
     )
     return run_sweep(spec, opt)
 

@@ -146,15 +146,29 @@ def prepare(
     img = pv.image_path(build, need_built=require)
     iid = pv.image_id(img, need_built=require)
     paths["image"] = str(img)
+    if not require:  # a dry run: say what a real run would build first
+        info["would_build"] = would_build(art, img, spec_variant)
     prov = Provenance(
         backend=backend,
         kernel_build_id=kid,
         image_id=iid,
         code_revision=pv.code_revision(backend),
         tool_version=tool_version,
-        gem5_sha256=pv.cached_sha256(Path(paths["gem5"])) if backend == "gem5" else None,
+        gem5_sha256=(
+            pv.cached_sha256(Path(paths["gem5"]), store=require) if backend == "gem5" else None
+        ),
     )
     return Artifacts(prov, paths, info)
+
+
+def would_build(kernel_dir: Path, image: Path, variant: str) -> list[str]:
+    """What a real run would build first (a dry run lists it and builds nothing)."""
+    need = []
+    if not (kernel_dir / "build.json").exists():
+        need.append(f"kernel: `kernel-patches/kbuild.py build --variant {variant}` -> {kernel_dir}")
+    if not image.is_file():
+        need.append(f"disk image: `disk-image/build_image.py build` (image {image.name})")
+    return need
 
 
 # ------------------------------------------------------------------------ qemu

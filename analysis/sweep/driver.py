@@ -3,32 +3,40 @@
 1. announce the backend (first line of output);
 2. check prerequisites (backend tool, kernel, image, free disk, Slurm) and stop
    early with a clear message when one is missing;
-3. expand the run matrix, create missing run directories (spec.json, job.json,
-   status pending), decide per run: skip done, skip failed/timeout unless
-   --rerun-failed, resume interrupted/stale ones;
-4. execute (local pool or Slurm arrays); 5. write the report.
+3. expand the run matrix (lazily: a 10^6-run spec never sits in memory),
+   decide per run: skip done, skip failed/timeout unless --rerun-failed, resume
+   interrupted/stale ones;
+4. execute (local pool or Slurm arrays); a run directory (spec.json, job.json,
+   status pending) is created just before its run starts (local) or is
+   submitted (Slurm), never all up front; 5. write the report.
+
+More than LARGE_SWEEP runs need Options.allow_large (--allow-large): a typo in
+an axis or in --repeats should not start, or even list, a million runs.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 from . import backends as bk
 from .executors import LocalExecutor, pool_size, summary_line
-from .matrix import Run, build_runs, guest_job
-from .point import Provenance
+from .matrix import Run, guest_job, iter_runs, run_count
+from .point import ID_LEN_DIR, Provenance
 from .provenance import PrerequisiteError
 from .rundir import (
     FINAL,
     RERUN_ON_REQUEST,
     RunDir,
     State,
+    StatusError,
     is_stale_running,
     now_iso,
     write_json_atomic,
@@ -36,6 +44,7 @@ from .rundir import (
 from .spec import Spec
 
 EXIT_OK, EXIT_FAILED_RUNS, EXIT_USAGE, EXIT_PREREQ, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+LARGE_SWEEP = 10_000  # runs; more need --allow-large
 
 
 @dataclass
@@ -50,6 +59,7 @@ class Options:
     report: bool = True
     wait: bool = True
     poll_s: float = 5.0
+    allow_large: bool = False
     stream: TextIO = field(default=sys.stdout)
 
 
@@ -58,6 +68,7 @@ class Plan:
     to_run: list[tuple[Run, RunDir]]
     skipped: Counter
     notes: list[str]
+    run_ids: list[str] = field(default_factory=list)  # every run of the sweep, in order
 
 
 def spec_record(spec: Spec, run: Run, art: bk.Artifacts) -> dict[str, Any]:
@@ -78,41 +89,75 @@ def spec_record(spec: Spec, run: Run, art: bk.Artifacts) -> dict[str, Any]:
     }
 
 
-def make_plan(
-    runs: list[Run],
-    out: Path,
-    rerun_failed: bool,
-    create: bool,
-    recs: dict[str, dict[str, Any]] | None = None,
-) -> Plan:
-    to_run: list[tuple[Run, RunDir]] = []
-    skipped: Counter = Counter()
-    notes: list[str] = []
+def existing_run_dirs(out: Path) -> set[str]:
+    """Names under <out>/runs, read once: a new sweep's runs have no directory,
+    and asking the file system about each of 10^6 runs one by one costs seconds."""
+    try:
+        with os.scandir(out / "runs") as it:
+            return {e.name for e in it}
+    except (FileNotFoundError, NotADirectoryError):
+        return set()
+
+
+def classify(
+    runs: Iterable[Run], out: Path, rerun_failed: bool, existing: set[str]
+) -> Iterator[tuple[Run, str]]:
+    """(run, verdict) per run: "run", "stale" (running, worker gone: run it) or
+    why it is skipped ("done", "failed", "timeout", "running elsewhere").
+
+    Only runs whose directory exists touch the file system (and pathlib: at
+    10^6 runs, building every run's Path was the dry run's largest cost).
+    """
+    runs_dir = out / "runs"
     for run in runs:
-        rd = RunDir(run.path(out))
-        if create and recs is not None:
-            rd.create(recs[run.run_id], guest_job(run.point, run.run_id))
+        if run.dirname not in existing:
+            yield run, "run"
+            continue
+        rd = RunDir(runs_dir / run.dirname)
         state = rd.state()
-        if state is None or state == State.PENDING:
-            to_run.append((run, rd))
+        if state is None or state in (State.PENDING, State.INTERRUPTED):
+            yield run, "run"
         elif state == State.DONE:
-            skipped["done"] += 1
+            yield run, "done"
         elif state in RERUN_ON_REQUEST:
-            if rerun_failed:
-                to_run.append((run, rd))
-            else:
-                skipped[state.value] += 1
-        elif state == State.INTERRUPTED:
-            to_run.append((run, rd))
-        elif state == State.RUNNING:
-            if is_stale_running(rd):
-                if create:
-                    rd.transition(State.INTERRUPTED, error="found running with no live worker")
-                to_run.append((run, rd))
-            else:
-                skipped["running elsewhere"] += 1
-                notes.append(f"{rd.path.name} is running in another process; left alone")
-    return Plan(to_run, skipped, notes)
+            yield run, "run" if rerun_failed else state.value
+        elif is_stale_running(rd):
+            yield run, "stale"
+        else:
+            yield run, "running elsewhere"
+
+
+def make_plan(runs: Iterable[Run], out: Path, rerun_failed: bool, create: bool = True) -> Plan:
+    """Decide per run; create=True (a real run) marks stale running runs interrupted.
+
+    Writes no run directory: those are created just before each run starts.
+    """
+    plan = Plan([], Counter(), [])
+    for run, verdict in classify(runs, out, rerun_failed, existing_run_dirs(out)):
+        plan.run_ids.append(run.run_id)
+        if verdict in ("run", "stale"):
+            rd = RunDir(run.path(out))
+            if verdict == "stale" and create:
+                rd.transition(State.INTERRUPTED, error="found running with no live worker")
+            plan.to_run.append((run, rd))
+            continue
+        plan.skipped[verdict] += 1
+        if verdict == "running elsewhere":
+            plan.notes.append(f"{run.dirname} is running in another process; left alone")
+    return plan
+
+
+def ensure_run_dir(spec: Spec, art: bk.Artifacts, run: Run, rd: RunDir) -> str | None:
+    """Create the run directory if it is not there yet; the problem, if any."""
+    try:
+        rd.create(spec_record(spec, run, art), guest_job(run.point, run.run_id))
+    except (StatusError, OSError) as e:
+        return str(e)
+    return None
+
+
+def _skipped_line(skipped: Counter) -> str:
+    return ", ".join(f"{v} {k}" for k, v in sorted(skipped.items()))
 
 
 def check_disk(out: Path, need: int) -> None:
@@ -127,8 +172,23 @@ def check_disk(out: Path, need: int) -> None:
         )
 
 
+def too_large(spec: Spec, opt: Options) -> str | None:
+    """The refusal message for a sweep over LARGE_SWEEP runs without --allow-large."""
+    n = run_count(spec)
+    if n <= LARGE_SWEEP or opt.allow_large:
+        return None
+    return (
+        f"sweep {spec.name} expands to {n:,} runs (more than {LARGE_SWEEP:,}); "
+        "check the axes and repeats, or pass --allow-large to confirm"
+    )
+
+
 def run_sweep(spec: Spec, opt: Options) -> int:
     w = opt.stream.write
+    refusal = too_large(spec, opt)
+    if refusal:
+        w(f"error: {refusal}\n")
+        return EXIT_USAGE
     backend, why = bk.resolve_backend(spec.backend, opt.gem5)
     w(
         f"backend: {backend} ({why})"
@@ -161,55 +221,24 @@ def run_sweep(spec: Spec, opt: Options) -> int:
         w(f"error: missing prerequisite: {e}\n")
         return EXIT_PREREQ
 
-    runs = build_runs(spec, backend, art.provenance)
-    recs = {r.run_id: spec_record(spec, r, art) for r in runs}
-    w(f"sweep {spec.name}: {len(runs)} runs ({spec.source}); output {out}\n")
-    plan = make_plan(runs, out, opt.rerun_failed, create=not opt.dry_run, recs=recs)
-    skipped = ", ".join(f"{v} {k}" for k, v in sorted(plan.skipped.items()))
-    w(f"to run: {len(plan.to_run)}" + (f"; skipped: {skipped}" if skipped else "") + "\n")
-    if plan.skipped.get("failed") or plan.skipped.get("timeout"):
-        w("  (failed/timed-out runs are kept; --rerun-failed runs them again)\n")
-    for n in plan.notes:
-        w(f"  note: {n}\n")
-
+    w(f"sweep {spec.name}: {run_count(spec)} runs ({spec.source}); output {out}\n")
+    runs = iter_runs(spec, backend, art.provenance)
     if opt.dry_run:
-        for run, _rd in plan.to_run:
-            w(f"  {run.dirname} {run.point.label()}\n")
-        if opt.executor == "slurm":
-            ex = _slurm(spec, out, opt)
-            ex.dry_run(ex.plan([(rd, run.resources) for run, rd in plan.to_run]))
-        return EXIT_OK
+        return dry_run(spec, opt, art, runs, out)
+    plan = make_plan(runs, out, opt.rerun_failed)
+    _plan_summary(w, len(plan.to_run), plan.skipped, plan.notes)
 
     out.mkdir(parents=True, exist_ok=True)
-    write_manifest(out, spec, backend, art, runs)
+    write_manifest(out, spec, backend, art, plan.run_ids)
     code = EXIT_OK
     if plan.to_run:
         if opt.executor == "local":
-            n, why_n = pool_size(
-                max(r.resources.cpus for r, _ in plan.to_run),
-                max(r.resources.mem_bytes for r, _ in plan.to_run),
-                opt.jobs,
-            )
-            w(f"executor: local, {why_n}\n")
-            ex = LocalExecutor(n, spec.resources["min_free_disk_bytes"], out=opt.stream)
-            for _run, rd in plan.to_run:
-                if rd.state() in FINAL:
-                    rd.reset_for_rerun()
-            res = ex.run([(rd, run.point.label()) for run, rd in plan.to_run])
-            if res.interrupted:
-                w(
-                    "interrupted: finished runs are intact; running ones are marked interrupted; "
-                    "rerun the same command to resume\n"
-                )
-                code = EXIT_INTERRUPTED
-            elif res.stopped_reason:
-                w(f"stopped early: {res.stopped_reason}\n")
-                code = EXIT_PREREQ
+            code = _run_local(spec, out, opt, plan, art)
         else:
-            code = _run_slurm(spec, out, opt, plan)
+            code = _run_slurm(spec, out, opt, plan, art)
             if code == EXIT_INTERRUPTED or not opt.wait:
                 return code  # --no-wait: submitted, nothing to report yet
-    final = Counter((RunDir(r.path(out)).state() or State.PENDING).value for r in runs)
+    final = final_states(out, plan.run_ids)
     w(f"sweep {spec.name}: {summary_line(final)}\n")
     if code == EXIT_OK and any(k != "done" for k in final):
         code = EXIT_FAILED_RUNS
@@ -217,14 +246,88 @@ def run_sweep(spec: Spec, opt: Options) -> int:
         from ..results.report import write_report
 
         try:
-            paths = write_report(
-                [out], out, title=f"sweep {spec.name}", run_ids={r.run_id for r in runs}
-            )
+            paths = write_report([out], out, title=f"sweep {spec.name}", run_ids=set(plan.run_ids))
             w(f"report: {paths['html']}\nreport: {paths['md']}\n")
         except Exception as e:  # a report bug must not hide the sweep's outcome
             w(f"report failed: {type(e).__name__}: {e}\n")
             code = code or EXIT_FAILED_RUNS
     return code
+
+
+def _plan_summary(w: Any, n_run: int, skipped: Counter, notes: list[str]) -> None:
+    sk = _skipped_line(skipped)
+    w(f"to run: {n_run}" + (f"; skipped: {sk}" if sk else "") + "\n")
+    if skipped.get("failed") or skipped.get("timeout"):
+        w("  (failed/timed-out runs are kept; --rerun-failed runs them again)\n")
+    for n in notes:
+        w(f"  note: {n}\n")
+
+
+def dry_run(spec: Spec, opt: Options, art: bk.Artifacts, runs: Iterable[Run], out: Path) -> int:
+    """List the runs a real run would start, streaming; write nothing anywhere."""
+    w = opt.stream.write
+    for need in art.info.get("would_build", []):
+        w(f"dry run: a real run would first build {need}\n")
+    skipped: Counter = Counter()
+    notes: list[str] = []
+    to_run: list[tuple[RunDir, Any]] = []  # Slurm only: the array scripts group them
+    n_run = 0
+    for run, verdict in classify(runs, out, opt.rerun_failed, existing_run_dirs(out)):
+        if verdict in ("run", "stale"):
+            n_run += 1
+            w(f"  {run.dirname} {run.point.label()}\n")
+            if opt.executor == "slurm":
+                to_run.append((RunDir(run.path(out)), run.resources))
+        else:
+            skipped[verdict] += 1
+            if verdict == "running elsewhere":
+                notes.append(f"{run.dirname} is running in another process; left alone")
+    _plan_summary(w, n_run, skipped, notes)
+    if opt.executor == "slurm":
+        ex = _slurm(spec, out, opt)
+        ex.dry_run(ex.plan(to_run))
+    return EXIT_OK
+
+
+def _run_local(spec: Spec, out: Path, opt: Options, plan: Plan, art: bk.Artifacts) -> int:
+    w = opt.stream.write
+    n, why_n = pool_size(
+        max(r.resources.cpus for r, _ in plan.to_run),
+        max(r.resources.mem_bytes for r, _ in plan.to_run),
+        opt.jobs,
+    )
+    w(f"executor: local, {why_n}\n")
+
+    def prepare(i: int) -> str | None:  # just before run i starts: its directory
+        run, rd = plan.to_run[i]
+        problem = ensure_run_dir(spec, art, run, rd)
+        if problem is None and rd.state() in FINAL:
+            rd.reset_for_rerun()
+        return problem
+
+    ex = LocalExecutor(n, spec.resources["min_free_disk_bytes"], out=opt.stream)
+    res = ex.run([(rd, run.point.label()) for run, rd in plan.to_run], prepare=prepare)
+    if res.interrupted:
+        w(
+            "interrupted: finished runs are intact; running ones are marked interrupted; "
+            "rerun the same command to resume\n"
+        )
+        return EXIT_INTERRUPTED
+    if res.stopped_reason:
+        w(f"stopped early: {res.stopped_reason}\n")
+        return EXIT_PREREQ
+    return EXIT_OK
+
+
+def final_states(out: Path, run_ids: list[str]) -> Counter:
+    """State counts of the sweep's runs; a run without a directory never started."""
+    existing = existing_run_dirs(out)
+    counts: Counter = Counter()
+    for rid in run_ids:
+        name = rid[:ID_LEN_DIR]
+        st = RunDir(out / "runs" / name).state() if name in existing else None
+        counts[(st or State.PENDING).value] += 1
+    return counts
 
 
 def _slurm(spec: Spec, out: Path, opt: Options) -> Any:
@@ -242,17 +345,24 @@ def _slurm(spec: Spec, out: Path, opt: Options) -> Any:
     )
 
 
-def _run_slurm(spec: Spec, out: Path, opt: Options, plan: Plan) -> int:
+def _run_slurm(spec: Spec, out: Path, opt: Options, plan: Plan, art: bk.Artifacts) -> int:
     from .slurm import live_job, query_states
 
     ex = _slurm(spec, out, opt)
-    rds = [rd for _, rd in plan.to_run]
+    ready = []
+    for run, rd in plan.to_run:  # a job reads its run directory: create them before sbatch
+        problem = ensure_run_dir(spec, art, run, rd)
+        if problem:
+            opt.stream.write(f"  note: {rd.path.name} not submitted: {problem}\n")
+        else:
+            ready.append((run, rd))
+    rds = [rd for _, rd in ready]
     ids = sorted(
         {((rd.status() or {}).get("slurm") or {}).get("array_job_id") for rd in rds} - {None}
     )
     states = query_states(ids)
     submit = []
-    for run, rd in plan.to_run:
+    for run, rd in ready:
         if rd.state() == State.PENDING and live_job(rd, states):
             continue  # queued by an earlier invocation: wait for it, do not resubmit
         if rd.state() in FINAL:
@@ -271,7 +381,9 @@ def _run_slurm(spec: Spec, out: Path, opt: Options, plan: Plan) -> int:
     return EXIT_OK
 
 
-def write_manifest(out: Path, spec: Spec, backend: str, art: bk.Artifacts, runs: list[Run]) -> None:
+def write_manifest(
+    out: Path, spec: Spec, backend: str, art: bk.Artifacts, run_ids: list[str]
+) -> None:
     manifest = {
         "sweep": spec.name,
         "description": spec.description,
@@ -282,7 +394,7 @@ def write_manifest(out: Path, spec: Spec, backend: str, art: bk.Artifacts, runs:
         "provenance": art.provenance.to_dict(),
         "paths": art.paths,
         "info": art.info,
-        "runs": [r.run_id for r in runs],
+        "runs": run_ids,
         "written_at": now_iso(),
     }
     write_json_atomic(out / "sweep.json", manifest)

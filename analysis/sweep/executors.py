@@ -20,11 +20,12 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from .rundir import RunDir, State, is_stale_running
+from .rundir import RunDir, State, StatusError, is_stale_running
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKER_DISK_EXIT = 28
@@ -136,12 +137,21 @@ class LocalExecutor:
         self.min_free_disk = min_free_disk
         self.out = out
 
-    def run(self, runs: list[tuple[RunDir, str]]) -> LocalResult:
-        """runs: (run dir, label) in order; every one is pending when called."""
+    def run(
+        self,
+        runs: list[tuple[RunDir, str]],
+        prepare: Callable[[int], str | None] | None = None,
+    ) -> LocalResult:
+        """runs: (run dir, label) in order, to be run.
+
+        prepare(i), if given, is called just before runs[i] starts (it creates
+        the run directory; none exist before); a problem it returns fails that
+        run without starting it.
+        """
         prog = Progress(
             total=len(runs), parallel=self.parallel, out=self.out, tty=self.out.isatty()
         )
-        queue = list(runs)
+        queue = list(enumerate(runs))
         active: dict[int, tuple[subprocess.Popen[bytes], RunDir, str, float]] = {}
         sigints: list[float] = []
         prev = signal.signal(signal.SIGINT, lambda s, f: sigints.append(time.monotonic()))
@@ -160,7 +170,7 @@ class LocalExecutor:
                     for p, rd, *_ in active.values():
                         _kill_hard(p.pid, rd)
                 if not stopped and queue and len(active) < self.parallel:
-                    free = shutil.disk_usage(queue[0][0].path).free
+                    free = shutil.disk_usage(_existing(queue[0][1][0].path)).free
                     if free < self.min_free_disk:
                         stopped = (
                             f"disk nearly full: {free >> 20} MiB free < "
@@ -168,7 +178,15 @@ class LocalExecutor:
                         )
                         self.out.write(f"stopping: {stopped}\n")
                         continue
-                    rd, label = queue.pop(0)
+                    i, (rd, label) = queue.pop(0)
+                    problem = prepare(i) if prepare else None
+                    if problem:
+                        _record_unstartable(rd, problem)
+                        prog.finished += 1
+                        prog.counts[State.FAILED.value] += 1
+                        msg = f"{'failed':11s} {rd.path.name} {label} (not started: {problem})"
+                        prog.event(msg, len(active))
+                        continue
                     with open(rd.path / "worker.out", "wb") as wo:
                         p = subprocess.Popen(
                             worker_cmd(rd.path, "local"),
@@ -220,6 +238,21 @@ class LocalExecutor:
         if prog.tty:
             self.out.write("\n")
         return LocalResult(prog.counts, interrupted=bool(sigints), stopped_reason=stopped)
+
+
+def _existing(path: Path) -> Path:
+    """path or its nearest existing parent (run directories are created late)."""
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def _record_unstartable(rd: RunDir, problem: str) -> None:
+    """Mark a run that could not be prepared failed, where its status allows it."""
+    try:
+        rd.transition(State.FAILED, error=f"not started: {problem}")
+    except (StatusError, OSError):
+        pass  # no usable status.json to record it in; the progress line says it
 
 
 def _signal_group(pid: int, sig: int) -> None:

@@ -9,11 +9,12 @@ policy's run sits next to its `default` partner, so partial sweeps already pair.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .point import ID_LEN_DIR, Provenance, SweepPoint, run_id
+from .point import ID_LEN_DIR, Provenance, RunIds, SweepPoint
 from .spec import Spec
 
 JOB_SCHEMA = 1
@@ -43,11 +44,29 @@ class Run:
         return out / "runs" / self.dirname
 
 
-def points(spec: Spec, backend: str) -> list[SweepPoint]:
-    """Every point of the spec for a resolved backend (qemu | gem5)."""
+def run_count(spec: Spec) -> int:
+    """How many runs the spec expands to, without expanding it."""
     ax = spec.axes
     lat_key = "numa_factor" if ax["numa_factor"] else "link_latency"
-    out = []
+    n = spec.repeats
+    for k in ("mix", "sockets", "cores_per_socket", lat_key, "threads", "policy"):
+        n *= len(ax[k])
+    return n
+
+
+def iter_points(spec: Spec, backend: str) -> Iterator[SweepPoint]:
+    """Every point of the spec for a resolved backend (qemu | gem5), lazily.
+
+    The nested settings (machine, job options, CPU, gem5, the programs of a
+    (mix, threads)) are one object shared by the points that have them: cheap
+    for 10^6-run specs and what ``RunIds`` memoizes on. Nothing mutates a point.
+    """
+    ax = spec.axes
+    lat_key = "numa_factor" if ax["numa_factor"] else "link_latency"
+    machine, job = dict(spec.machine), dict(spec.job)
+    cpu = dict(spec.cpu) if backend == "gem5" else None
+    gem5 = dict(spec.gem5) if backend == "gem5" else None
+    programs: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for rep, mix, s, c, lat, t, pol in itertools.product(
         range(spec.repeats),
         ax["mix"],
@@ -57,31 +76,40 @@ def points(spec: Spec, backend: str) -> list[SweepPoint]:
         ax["threads"],
         ax["policy"],
     ):
-        out.append(
-            SweepPoint(
-                backend=backend,
-                policy=pol,
-                sockets=s,
-                cores_per_socket=c,
-                numa_factor=lat if lat_key == "numa_factor" else None,
-                link_latency=lat if lat_key == "link_latency" else None,
-                threads=t,
-                mix=mix,
-                repeat=rep,
-                kernel_variant=spec.kernel_variant,
-                machine=dict(spec.machine),
-                job_options=dict(spec.job),
-                programs=[{**p, "threads": p.get("threads", t)} for p in spec.mixes[mix]],
-                cpu=dict(spec.cpu) if backend == "gem5" else None,
-                gem5=dict(spec.gem5) if backend == "gem5" else None,
-            )
+        progs = programs.get((mix, t))
+        if progs is None:
+            progs = [{**p, "threads": p.get("threads", t)} for p in spec.mixes[mix]]
+            programs[(mix, t)] = progs
+        yield SweepPoint(
+            backend=backend,
+            policy=pol,
+            sockets=s,
+            cores_per_socket=c,
+            numa_factor=lat if lat_key == "numa_factor" else None,
+            link_latency=lat if lat_key == "link_latency" else None,
+            threads=t,
+            mix=mix,
+            repeat=rep,
+            kernel_variant=spec.kernel_variant,
+            machine=machine,
+            job_options=job,
+            programs=progs,
+            cpu=cpu,
+            gem5=gem5,
         )
-    return out
 
 
-def resources_for(spec: Spec, point: SweepPoint) -> Resources:
+def points(spec: Spec, backend: str) -> list[SweepPoint]:
+    """Every point of the spec for a resolved backend (qemu | gem5)."""
+    return list(iter_points(spec, backend))
+
+
+def resources_for(spec: Spec, point: SweepPoint | None) -> Resources:
+    """The point's resources; point None: the spec's defaults (no overrides)."""
     r = spec.resources
     res = Resources(r["cpus_per_run"], r["mem_per_run_bytes"], r["time_limit_s"])
+    if point is None:
+        return res
     cols = point.as_columns()
     for ov in r["override"]:
         if all(_matches(cols.get(k), v) for k, v in ov["match"].items()):
@@ -99,15 +127,22 @@ def _matches(value: Any, want: Any) -> bool:
     return value == want
 
 
+def iter_runs(spec: Spec, backend: str, prov: Provenance) -> Iterator[Run]:
+    """The runs of the spec, lazily (a 10^6-run spec never sits in memory)."""
+    ids = RunIds(prov)
+    fixed = None if spec.resources["override"] else resources_for(spec, None)
+    for p in iter_points(spec, backend):
+        yield Run(p, ids(p), fixed or resources_for(spec, p))
+
+
 def build_runs(spec: Spec, backend: str, prov: Provenance) -> list[Run]:
     runs = []
     seen: set[str] = set()
-    for p in points(spec, backend):
-        rid = run_id(p, prov)
-        if rid in seen:  # cannot happen for distinct points; guard anyway
-            raise ValueError(f"duplicate run id for {p.label()}")
-        seen.add(rid)
-        runs.append(Run(p, rid, resources_for(spec, p)))
+    for run in iter_runs(spec, backend, prov):
+        if run.run_id in seen:  # cannot happen for distinct points; guard anyway
+            raise ValueError(f"duplicate run id for {run.point.label()}")
+        seen.add(run.run_id)
+        runs.append(run)
     return runs
 
 

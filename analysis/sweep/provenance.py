@@ -35,8 +35,11 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
-def cached_sha256(path: Path) -> str:
-    """SHA-256 of a big file, cached by (resolved path, size, mtime_ns)."""
+def cached_sha256(path: Path, store: bool = True) -> str:
+    """SHA-256 of a big file, cached by (resolved path, size, mtime_ns).
+
+    store=False (a dry run) reads the cache but never writes it.
+    """
     path = Path(path).resolve()
     st = path.stat()
     key = f"{path}\0{st.st_size}\0{st.st_mtime_ns}"
@@ -48,6 +51,8 @@ def cached_sha256(path: Path) -> str:
     if key in db:
         return db[key]
     digest = sha256_file(path)
+    if not store:
+        return digest
     db[key] = digest
     try:
         db_path.parent.mkdir(parents=True, exist_ok=True)
@@ -160,7 +165,7 @@ def image_id(path: Path, need_built: bool) -> str:
                 if isinstance(d.get(k), str):
                     return d[k]
     if path.is_file():
-        return "sha256:" + cached_sha256(path)
+        return "sha256:" + cached_sha256(path, store=need_built)
     if path.name.startswith("unbuilt-image-"):
         return path.name.removeprefix("unbuilt-image-")  # build_image.py's image key = its id
     if need_built:

@@ -101,7 +101,9 @@ def test_quick_sweep_survives_ctrl_c_and_resumes(tmp_path: Path) -> None:
     assert text.splitlines()[0].startswith("backend: qemu")
     st = statuses(out)
     states = sorted(s["state"] for s in st.values())
-    assert states.count("interrupted") == 1 and "done" in states and len(states) == 4, states
+    # the runs that never started have no directory (created just before a run starts)
+    assert states.count("interrupted") == 1 and "done" in states and len(states) < 4, states
+    assert len(json.loads((out / "sweep.json").read_text())["runs"]) == 4
     assert not qemu_of(out), "QEMU survived the interruption"
     done_before = {k: s["history"] for k, s in st.items() if s["state"] == "done"}
 

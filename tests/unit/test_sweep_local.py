@@ -6,7 +6,8 @@ directory, wired in through the worker's NUMA_LB_TEST_RUNNER hook; kernel and
 image are replaced by fixed ids. Everything else (spec, run ids, run
 directories, worker processes, signals, status.json) is the production path.
 The same paths with real QEMU runs are in tests/sweep/.
-FAKE_MODE=crash|hang makes the excl runs crash or hang.
+FAKE_MODE=crash|hang makes the excl runs crash or hang; FAKE_MODE=siblings
+records how many run directories exist while each run runs.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ HERE = Path(__file__).resolve().parent
 
 def host_runner(rec: dict[str, Any], run_dir: Path, timeout_s: float) -> Outcome:
     mode = os.environ.get("FAKE_MODE", "ok")
+    if mode == "siblings":
+        (Path(run_dir) / "siblings").write_text(str(len(list(Path(run_dir).parent.iterdir()))))
     if rec["point"]["policy"] == "excl":
         if mode == "crash":
             print("simulated backend crash: segfault in the emulator", flush=True)
@@ -85,7 +88,8 @@ def host_backend(monkeypatch: pytest.MonkeyPatch) -> None:
 def run(out: Path, *overrides: str, **opts: Any) -> tuple[int, str]:
     spec = load_spec(preset="quick", overrides=list(overrides))
     buf = io.StringIO()
-    code = sweep.run_sweep(spec, sweep.Options(out=out, jobs=2, stream=buf, **opts))
+    opts.setdefault("jobs", 2)
+    code = sweep.run_sweep(spec, sweep.Options(out=out, stream=buf, **opts))
     return code, buf.getvalue()
 
 
@@ -198,7 +202,9 @@ def test_ctrl_c_keeps_finished_runs_and_resumes(
     assert code == 130, buf.getvalue()
     st = states(out)
     assert "interrupted" in st.values() and "done" in st.values()
-    assert "pending" in st.values()  # never started
+    # never started: no run directory (each is created just before its run starts);
+    # sweep.json lists every run
+    assert len(st) == 2 and len(json.loads((out / "sweep.json").read_text())["runs"]) == 4
     done_before = {k: v for k, v in histories(out).items() if v[-1] == "done"}
     interrupted = [
         json.loads(p.read_text())
@@ -260,6 +266,19 @@ def test_dry_run_creates_nothing(tmp_path: Path, host_backend: None) -> None:
     code, text = run(out, "sweep.repeats=3", dry_run=True)
     assert code == 0 and "to run: 6" in text and text.count("default 4x2") == 3
     assert not out.exists()
+
+
+def test_run_dirs_are_created_just_before_their_run(
+    tmp_path: Path, host_backend: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_MODE", "siblings")
+    out = tmp_path / "s"
+    code, text = run(out, "axes.threads=2,3", jobs=1)
+    assert code == 0, text
+    seen = sorted(int((d / "siblings").read_text()) for d in (out / "runs").iterdir())
+    assert seen == [1, 2, 3, 4]  # run k started when k directories existed, not all 4
+    code, text = run(out, "axes.threads=2,3", jobs=1)
+    assert code == 0 and "to run: 0; skipped: 4 done" in text  # existing dirs recognised
 
 
 def test_worker_refuses_done_and_locked_runs(tmp_path: Path, host_backend: None) -> None:
