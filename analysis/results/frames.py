@@ -26,6 +26,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..sweep.rundir import read_object, status_problem
 from .gem5stats import (
     StatsError,
     load_config,
@@ -119,38 +120,28 @@ def load_run(
     errors: list[tuple[str, str]] = []
     rows: list[tuple[str, str, str, float]] = []
     rec: dict[str, Any] = {"dir": str(path)}
-    try:
-        with open(path / "spec.json") as f:
-            spec = json.load(f)
-    except (OSError, ValueError) as e:
-        errors.append(("spec.json", f"unreadable: {e}"))
+    spec, point, prov = _read_spec(path, errors)
+    if spec is None:
         rec["run_id"] = path.name
         rec["state"] = "unknown"
         return rec, rows, errors
-    point = spec.get("point", {})
-    prov = spec.get("provenance", {})
     rec.update({k: point.get(k) for k in SPEC_COLS})
     rec.update(
-        run_id=spec.get("run_id", path.name),
-        sweep=spec.get("sweep"),
-        kernel_build_id=prov.get("kernel_build_id"),
-        image_id=prov.get("image_id"),
-        tool_version=prov.get("tool_version"),
+        run_id=_scalar(spec.get("run_id")) or path.name,
+        sweep=_scalar(spec.get("sweep")),
+        kernel_build_id=_scalar(prov.get("kernel_build_id")),
+        image_id=_scalar(prov.get("image_id")),
+        tool_version=_scalar(prov.get("tool_version")),
     )
-    try:
-        with open(path / "status.json") as f:
-            st = json.load(f)
-    except (OSError, ValueError) as e:
-        errors.append(("status.json", f"unreadable: {e}"))
-        st = {"state": "unknown"}
+    st = _read_status(path, errors)
     rec.update(
-        state=st.get("state"),
-        duration_s=st.get("duration_s"),
-        exit_code=st.get("exit_code"),
-        error=st.get("error"),
-        host=st.get("host"),
-        executor=st.get("executor"),
-        attempt=st.get("attempt"),
+        state=st["state"],
+        duration_s=_number(st.get("duration_s")),
+        exit_code=_number(st.get("exit_code")),
+        error=None if st.get("error") is None else str(st.get("error")),
+        host=_scalar(st.get("host")),
+        executor=_scalar(st.get("executor")),
+        attempt=_number(st.get("attempt")),
     )
     if rec["state"] != "done":
         return rec, rows, errors
@@ -189,6 +180,60 @@ def load_run(
         else:
             errors.append(("m5out/stats.txt", "missing"))
     return rec, rows, errors
+
+
+def _read_spec(
+    path: Path, errors: list[tuple[str, str]]
+) -> tuple[dict[str, Any] | None, dict[str, Any], dict[str, Any]]:
+    """(spec, point, provenance); spec None when unusable (the problem in errors).
+
+    Valid JSON that is not an object ([1,2,3], null, "done") or a point with
+    nested values must not crash the report: the run is listed as unknown.
+    """
+    spec, problem = read_object(path / "spec.json")
+    if spec is None:
+        errors.append(("spec.json", str(problem)))
+        return None, {}, {}
+    point, prov = spec.get("point"), spec.get("provenance", {})
+    if not isinstance(point, dict) or not isinstance(prov, dict):
+        errors.append(("spec.json", "has no point or provenance object"))
+        return None, {}, {}
+    bad = [k for k in SPEC_COLS if not _fits(k, point.get(k))]
+    if bad:
+        errors.append(("spec.json", f"point fields of the wrong type: {', '.join(bad)}"))
+        return None, {}, {}
+    return spec, point, prov
+
+
+_NUMERIC_COLS = {"sockets", "cores_per_socket", "threads", "repeat", "numa_factor"}
+
+
+def _fits(col: str, v: Any) -> bool:
+    """Can v be a cell of the spec column col (numbers where the frames need them)?"""
+    if v is None:
+        return True
+    return _number(v) is not None if col in _NUMERIC_COLS else isinstance(v, str)
+
+
+def _read_status(path: Path, errors: list[tuple[str, str]]) -> dict[str, Any]:
+    """status.json, or {"state": "unknown"} with the problem in errors."""
+    st, problem = read_object(path / "status.json")
+    if st is not None:
+        problem = status_problem(st)
+    if problem:
+        errors.append(("status.json", problem))
+        return {"state": "unknown"}
+    assert st is not None
+    return st
+
+
+def _scalar(v: Any) -> Any:
+    """v if it is a JSON scalar (a frame cell), else None."""
+    return v if isinstance(v, str | int | float | bool) or v is None else None
+
+
+def _number(v: Any) -> Any:
+    return v if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
 def _load_many(paths: list[str]) -> list[Any]:

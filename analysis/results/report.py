@@ -15,15 +15,17 @@ Views (Chiang & Su [Chiang21] Sec. 4 and what the paper could not vary):
 
 The reference configuration is the (backend, sockets, cores per socket, NUMA
 factor, mix) group closest to the paper (gem5, 4 x 8, f = 1.6), else the one
-with most runs. Every string from the inputs is escaped (html.escape) and
-every plot is a base64 PNG, so report.html has no external references; the
-Markdown file links PNG copies in report_files/.
+with most runs. Every string from the inputs is escaped (html.escape; in
+report.md also Markdown's own characters, ``md_text``) and every plot is a
+base64 PNG, so report.html has no external references; the Markdown file
+links PNG copies in report_files/.
 """
 
 from __future__ import annotations
 
 import html
 import math
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -615,29 +617,44 @@ def to_html(secs: list[Section]) -> str:
     return "\n".join(out)
 
 
-def _md_cell(v: Any) -> str:
-    return _fmt(v).replace("|", "\\|").replace("\n", " ")
+_MD_SPECIAL = re.compile(r"[\\`*\[\]|#~]")
+_MD_EDGE_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+
+
+def md_text(v: Any) -> str:
+    """Any text for report.md: strings from specs and runs (mix, policy, program
+    names, notes, errors) must not become markup there either.
+
+    HTML's special characters become entities (viewers render Markdown as HTML:
+    a raw <script> would be live); Markdown's own (backslash, backtick, *, [, ],
+    |, #, ~ and word-edge _) are backslash-escaped; newlines become spaces, so
+    no string can start a block of its own. Intra-word _ (excl_base) stays.
+    """
+    s = html.escape(_fmt(v), quote=False)
+    s = _MD_SPECIAL.sub(lambda m: "\\" + m.group(0), s)
+    s = _MD_EDGE_UNDERSCORE.sub(r"\\_", s)
+    return " ".join(s.splitlines())
 
 
 def to_markdown(secs: list[Section], img_dir: str) -> str:
     out: list[str] = []
     for i, sec in enumerate(secs):
-        out.append(f"{'#' if i == 0 else '##'} {sec.title}\n")
+        out.append(f"{'#' if i == 0 else '##'} {md_text(sec.title)}\n")
         for p in sec.paras:
-            out.append(f"{'**' + p + '**' if p.startswith('WARNING') else p}\n")
+            out.append(f"{'**' + md_text(p) + '**' if p.startswith('WARNING') else md_text(p)}\n")
         for it in sec.items:
             if isinstance(it, Table):
                 if it.caption:
-                    out.append(f"*{_md_cell(it.caption)}*\n")
-                out.append("| " + " | ".join(_md_cell(h) for h in it.header) + " |")
+                    out.append(f"*{md_text(it.caption)}*\n")
+                out.append("| " + " | ".join(md_text(h) for h in it.header) + " |")
                 out.append("|" + "---|" * len(it.header))
                 for r in it.rows:
-                    out.append("| " + " | ".join(_md_cell(c) for c in r) + " |")
+                    out.append("| " + " | ".join(md_text(c) for c in r) + " |")
                 out.append("")
             elif isinstance(it, Figure):
-                out.append(f"![{_md_cell(it.caption)}]({img_dir}/{it.name}.png)\n")
+                out.append(f"![{md_text(it.caption)}]({img_dir}/{it.name}.png)\n")
             else:
-                out.append(f"{it}\n")
+                out.append(f"{md_text(it)}\n")
     return "\n".join(out)
 
 

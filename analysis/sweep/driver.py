@@ -16,7 +16,6 @@ an axis or in --repeats should not start, or even list, a million runs.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -39,6 +38,8 @@ from .rundir import (
     StatusError,
     is_stale_running,
     now_iso,
+    read_object,
+    status_problem,
     write_json_atomic,
 )
 from .spec import Spec
@@ -405,14 +406,39 @@ def load_provenance(d: dict[str, Any]) -> Provenance:
 
 
 def status_table(out: Path) -> str:
+    """One line per run directory (state, point, error or the reason the state is
+    not known), then the counts and the runs of sweep.json not started yet."""
     lines = []
     counts: Counter = Counter()
-    for sp in sorted((out / "runs").glob("*/status.json")):
-        rd = RunDir(sp.parent)
-        st = rd.status() or {}
-        spec = json.loads((sp.parent / "spec.json").read_text())
-        counts[st.get("state")] += 1
-        err = (st.get("error") or "").splitlines()[0][:100] if st.get("error") else ""
-        lines.append(f"{sp.parent.name} {st.get('state', '?'):11s} {spec.get('label', '')} {err}")
+    names = sorted(existing_run_dirs(out))
+    for name in names:
+        state, label, note = _status_row(out / "runs" / name)
+        counts[state] += 1
+        lines.append(f"{name} {state:11s} {label} {note}".rstrip())
     lines.append(summary_line(counts))
+    manifest, _ = read_object(out / "sweep.json")
+    planned = (manifest or {}).get("runs")
+    if isinstance(planned, list):
+        have = set(names)
+        missing = sum(1 for r in planned if isinstance(r, str) and r[:ID_LEN_DIR] not in have)
+        if missing:
+            lines.append(f"{missing} run(s) of sweep.json not started (no run directory yet)")
     return "\n".join(lines)
+
+
+def _status_row(path: Path) -> tuple[str, str, str]:
+    """(state, label, note) of one run directory; never raises on bad files."""
+    spec, spec_problem = read_object(path / "spec.json")
+    label = str(spec.get("label", "")) if spec else "?"
+    notes = [f"(spec.json {spec_problem})"] if spec_problem else []
+    st, st_problem = read_object(path / "status.json")
+    if st is not None:
+        st_problem = status_problem(st)
+    if st_problem == "missing":
+        return "missing", label, " ".join([*notes, "(no status.json)"])
+    if st_problem or st is None:
+        return "unknown", label, " ".join([*notes, f"(status.json {st_problem})"])
+    err = st.get("error")
+    if err:
+        notes.append(str(err).splitlines()[0][:100] if str(err).strip() else "")
+    return str(st["state"]), label, " ".join(notes)

@@ -78,6 +78,48 @@ def read_json(path: Path) -> Any:
         return json.load(f)
 
 
+STATES = tuple(s.value for s in State)
+
+
+def object_problem(obj: Any) -> str | None:
+    """Why a parsed spec.json/status.json cannot be used, or None.
+
+    Valid JSON is not enough: hand edits and other tools leave lists, null or
+    strings behind, and a status whose state is not a string of the state
+    machine would crash every reader that trusts it.
+    """
+    if not isinstance(obj, dict):
+        return f"is not a JSON object (got {type(obj).__name__})"
+    return None
+
+
+def status_problem(st: Any) -> str | None:
+    """Why a parsed status.json is unusable (not an object, bad state/history)."""
+    problem = object_problem(st)
+    if problem:
+        return problem
+    if st.get("state") not in STATES:
+        return f"has state {st.get('state')!r}, not one of {', '.join(STATES)}"
+    if not isinstance(st.get("history", []), list):
+        return "has a history that is not a list"
+    return None
+
+
+def read_object(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """(object, None) or (None, problem) for a JSON file that should hold an object.
+
+    A missing file is a problem too ("missing"); nothing here raises on bad data.
+    """
+    try:
+        obj = read_json(path)
+    except FileNotFoundError:
+        return None, "missing"
+    except (OSError, ValueError) as e:  # ValueError covers JSON and UTF-8 decode errors
+        return None, f"unreadable: {e}"
+    problem = object_problem(obj)
+    return (None, problem) if problem else (obj, None)
+
+
 class RunDir:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
@@ -108,16 +150,28 @@ class RunDir:
         return self.path / "m5out"
 
     def spec(self) -> dict[str, Any]:
-        return read_json(self.spec_file)
+        spec, problem = read_object(self.spec_file)
+        if spec is None:
+            raise StatusError(f"{self.path}: spec.json {problem}")
+        return spec
 
     def status(self) -> dict[str, Any] | None:
+        """status.json, or None when there is none yet.
+
+        A torn write cannot happen (rename), but a hand-edited file can: one
+        that is not JSON, not an object or has no valid state reads as failed
+        (kept unless --rerun-failed), with the problem as its error.
+        """
         try:
-            return read_json(self.status_file)
+            st = read_json(self.status_file)
         except FileNotFoundError:
             return None
-        except json.JSONDecodeError:
-            # A torn write cannot happen (rename), but a hand-edited file can.
+        except ValueError:
             return {"state": State.FAILED.value, "error": "status.json unreadable", "history": []}
+        problem = status_problem(st)
+        if problem:
+            return {"state": State.FAILED.value, "error": f"status.json {problem}", "history": []}
+        return st
 
     def state(self) -> State | None:
         st = self.status()

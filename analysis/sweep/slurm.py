@@ -37,6 +37,7 @@ from typing import TextIO
 
 from .matrix import Resources
 from .rundir import FINAL, RunDir, State, now_iso
+from .spec import sbatch_reserved
 
 ROOT = Path(__file__).resolve().parents[2]
 # Slurm's limit = run time limit + this, so the worker's own limit fires first
@@ -73,6 +74,12 @@ STATE_MAP = {
 
 class SlurmError(RuntimeError):
     pass
+
+
+def slurm_pattern_path(path: Path | str) -> str:
+    """A literal path for --output/--error: sbatch expands %x, %j, %A ... there
+    (an output directory named "a%x" would otherwise change), %% is a literal %."""
+    return str(path).replace("%", "%%")
 
 
 def slurm_time(seconds: int) -> str:
@@ -112,6 +119,9 @@ class SlurmExecutor:
         self.partition = partition
         self.account = account
         self.max_parallel = max_parallel
+        for x in extra:  # the spec refuses these too; this guards other callers
+            if sbatch_reserved(x):
+                raise SlurmError(f"extra sbatch option {x!r} would override --{sbatch_reserved(x)}")
         self.extra = extra
         self.python = python
         self.stream = stream
@@ -131,7 +141,7 @@ class SlurmExecutor:
             argv = [
                 "sbatch",
                 "--parsable",
-                f"--output={sdir}/%A_%a.out",
+                f"--output={slurm_pattern_path(sdir)}/%A_%a.out",
                 f"--chdir={ROOT}",
                 str(base.with_suffix(".sh")),
             ]

@@ -49,6 +49,35 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")
 _SLURM_WORD = re.compile(r"^[A-Za-z0-9_.,:@%+-]{1,128}$")
 _SLURM_EXTRA = re.compile(r"^--[a-z][a-z0-9-]*(=[^\s'\"\\;`$]+)?$")
 _GEM5_SCRIPT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_/.-]*\.py$")
+# sbatch options the Slurm executor sets or depends on (one array per resource
+# shape, its own log paths, a parsable job id, no blocking): slurm_extra must not
+# override them. sbatch takes unambiguous prefixes (--arr = --array), so those too.
+SBATCH_RESERVED = (
+    "array",
+    "output",
+    "error",
+    "input",
+    "parsable",
+    "wrap",
+    "chdir",
+    "job-name",
+    "time",
+    "cpus-per-task",
+    "ntasks",
+    "mem",
+    "mem-per-cpu",
+    "mem-per-gpu",
+    "partition",
+    "account",
+    "wait",
+    "test-only",
+)
+
+
+def sbatch_reserved(option: str) -> str | None:
+    """The reserved sbatch option that '--name[=value]' would set, or None."""
+    name = option.removeprefix("--").split("=", 1)[0]
+    return next((r for r in SBATCH_RESERVED if name and r.startswith(name)), None)
 
 
 class SpecError(ValueError):
@@ -402,6 +431,12 @@ def _validate_resources(r: dict[str, Any]) -> dict[str, Any]:
                 f"resources.slurm_extra[{i}]",
                 f"{x!r} is not a single sbatch option",
                 "--name=value without spaces or quotes",
+            )
+        if sbatch_reserved(x):
+            raise SpecError(
+                f"resources.slurm_extra[{i}]",
+                f"{x!r} would override --{sbatch_reserved(x)}, which the Slurm executor sets "
+                "(cpus/mem/time/partition/account have resources.* fields)",
             )
     _check_type("resources.override", r["override"], list, "a list of tables")
     overrides = []

@@ -144,6 +144,35 @@ def test_report_is_self_contained_and_escaped(tmp_path: Path) -> None:
     assert len(back) == len(build_frames([tree]).metrics)
 
 
+def test_markdown_escapes_strings_from_specs_and_runs(tmp_path: Path) -> None:
+    # issue 13 item 18: report.md carried raw <script> from names (the HTML escaped them)
+    tree = tmp_path / "t"
+    shutil.copytree(SWEEP, tree)
+    evil_mix = "<script>alert('mix')</script>|`x`"
+    evil_prog = "lft<img src=x onerror=alert(1)>|[a](javascript:b)"
+    runs = sorted((tree / "runs").iterdir())
+    for run in runs:
+        spec = json.loads((run / "spec.json").read_text())
+        spec["point"]["mix"] = evil_mix
+        (run / "spec.json").write_text(json.dumps(spec))
+        res = run / "guest" / "results.jsonl"
+        res.write_text(res.read_text().replace('"lft"', json.dumps(evil_prog)))
+    st = json.loads((runs[0] / "status.json").read_text())
+    st.update(state="failed", error="<script>boom</script> | `rm -rf`\n# heading")
+    (runs[0] / "status.json").write_text(json.dumps(st))
+    md = write_report([tree], tmp_path / "rep", title="<b>t|`</b>")["md"].read_text()
+    assert "<script" not in md and "<img" not in md and "<b>" not in md
+    assert "&lt;script&gt;alert('mix')&lt;/script&gt;\\|\\`x\\`" in md
+    assert "&lt;img src=x onerror=alert(1)&gt;\\|\\[a\\](javascript:b)" in md
+    assert "&lt;script&gt;boom&lt;/script&gt; \\| \\`rm -rf\\`" in md
+    assert "\n# heading" not in md and "\\# heading" in md
+    assert md.startswith("# &lt;b&gt;t\\|\\`&lt;/b&gt;\n")
+    for line in md.splitlines():  # every table row keeps its column count
+        if line.startswith("| "):
+            cells = re.split(r"(?<!\\)\|", line)[1:-1]
+            assert all(c.startswith(" ") and c.endswith(" ") for c in cells), line
+
+
 def test_views_on_a_cloned_tree_with_every_axis(tmp_path: Path) -> None:
     src = next(iter(find_runs([SWEEP])))
     n = 8 * 5 * 4 * 6 * 2  # policies x factors x cores x threads x 2 repeats

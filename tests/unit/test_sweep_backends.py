@@ -56,6 +56,51 @@ def test_sbatch_script_quotes_paths_and_groups_by_resources(tmp_path: Path) -> N
     assert slurm_time(59) == "0-00:00:59" and slurm_time(90061) == "1-01:01:01"
 
 
+def test_percent_in_the_output_dir_is_literal_for_slurm(tmp_path: Path) -> None:
+    # sbatch expands %x (job name), %j ... in --output: "%" must reach it as "%%"
+    out = tmp_path / "res%x 100%"
+    ex = SlurmExecutor(out, "quick", None, None, None, [])
+    runs = build_runs(load_spec(preset="quick"), "gem5", PROV)
+    (job,) = ex.plan([(RunDir(r.path(out)), r.resources) for r in runs])
+    output = next(a for a in job.sbatch_argv if a.startswith("--output="))
+    assert output == f"--output={str(out.resolve()).replace('%', '%%')}/slurm/%A_%a.out"
+    assert "res%%x 100%%" in output and "res%x" not in output
+
+
+@pytest.mark.parametrize(
+    ("extra", "option"),
+    [
+        ("--array=0-999", "--array"),
+        ("--arr=0-3", "--array"),  # sbatch takes unambiguous prefixes
+        ("--output=/tmp/x", "--output"),
+        ("--error=/tmp/x", "--error"),
+        ("--parsable", "--parsable"),
+        ("--wrap=id", "--wrap"),
+        ("--chdir=/", "--chdir"),
+        ("--time=1", "--time"),
+        ("--mem=1G", "--mem"),
+        ("--wait", "--wait"),
+    ],
+)
+def test_slurm_extra_cannot_override_the_executors_options(extra: str, option: str) -> None:
+    from analysis.sweep.slurm import SlurmError
+    from analysis.sweep.spec import SpecError
+
+    with pytest.raises(SpecError) as ei:
+        load_spec(preset="quick", overrides=[f'resources.slurm_extra=["{extra}"]'])
+    assert ei.value.field == "resources.slurm_extra[0]"
+    assert f"would override {option}" in str(ei.value)
+    with pytest.raises(SlurmError, match=f"would override {option}"):
+        SlurmExecutor(Path("/tmp/x"), "quick", None, None, None, [extra])
+
+
+def test_harmless_slurm_extra_is_kept() -> None:
+    spec = load_spec(
+        preset="quick", overrides=['resources.slurm_extra=["--qos=low", "--time-min=10"]']
+    )
+    assert spec.resources["slurm_extra"] == ["--qos=low", "--time-min=10"]
+
+
 def _run_dir(tmp_path: Path, name: str, state: State, job: str) -> RunDir:
     rd = RunDir(tmp_path / name)
     rd.create({"run_id": name * 64}, {})

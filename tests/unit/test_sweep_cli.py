@@ -7,6 +7,7 @@ exits 2 with a message naming the option and what is allowed; `report` and
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -106,3 +107,12 @@ def test_status_on_a_missing_or_foreign_directory_exits_2(
     assert run_all.main(["status", str(tmp_path)]) == 2
     assert "not a sweep output directory" in capsys.readouterr().err
 
+
+def test_status_lists_not_started_runs_of_the_manifest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "s"
+    out.mkdir()
+    (out / "sweep.json").write_text(json.dumps({"runs": ["a" * 64, "b" * 64]}))
+    assert run_all.main(["status", str(out)]) == 0
+    assert "2 run(s) of sweep.json not started" in capsys.readouterr().out

@@ -203,8 +203,9 @@ def test_ctrl_c_keeps_finished_runs_and_resumes(
     st = states(out)
     assert "interrupted" in st.values() and "done" in st.values()
     # never started: no run directory (each is created just before its run starts);
-    # sweep.json lists every run
+    # sweep.json lists every run and `status` counts the missing ones
     assert len(st) == 2 and len(json.loads((out / "sweep.json").read_text())["runs"]) == 4
+    assert "2 run(s) of sweep.json not started" in sweep.status_table(out)
     done_before = {k: v for k, v in histories(out).items() if v[-1] == "done"}
     interrupted = [
         json.loads(p.read_text())
