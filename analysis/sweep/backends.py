@@ -241,6 +241,8 @@ def gem5_args(
         a += ["--link-latency", str(point.link_latency)]
     if m.get("slit_remote_distance") is not None:
         a += ["--slit-remote-distance", str(m["slit_remote_distance"])]
+    if m.get("link_bandwidth") is not None:
+        a += ["--link-bandwidth", str(m["link_bandwidth"])]
     if not m.get("probe_filter", True):
         a.append("--no-probe-filter")
     if m.get("l2_includes_l3_share"):
@@ -255,8 +257,6 @@ def gem5_args(
 
 
 def gem5_command(
-    if m.get("link_bandwidth") is not None:
-        a += ["--link-bandwidth", str(m["link_bandwidth"])]
     rec: dict[str, Any],
     run_dir: Path,
     checkpoint: Path | None = None,
@@ -304,6 +304,7 @@ def checkpoint_key(rec: dict[str, Any]) -> str:
         "cores_per_socket": p.cores_per_socket,
         "mem_per_node": p.machine["mem_per_node"],
         "memory_type": p.machine["memory_type"],
+        "cpu_clock_hz": topo.cpu_clock_hz,
         "slit": topo.slit(),
         "cpu_boot": (p.cpu or {}).get("boot"),
         "kernel": prov["kernel_build_id"],
@@ -318,7 +319,6 @@ def ensure_checkpoint(rec: dict[str, Any], run_dir: Path, log: Any, timeout_s: f
     """Create the boot checkpoint once, under a lock, and return its directory.
 
     Two workers asking for the same key serialise on ``<key>.lock``; the second
-        "cpu_clock_hz": topo.cpu_clock_hz,
     finds the finished checkpoint and reuses it. A failed boot leaves nothing.
     """
     base = pv.cache_root() / "checkpoints"

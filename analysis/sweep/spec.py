@@ -110,6 +110,7 @@ _SECTIONS: dict[str, dict[str, Any]] = {
         "memory_type": "DDR3_1600_8x8",
         "inter_socket": "full",
         "slit_remote_distance": None,
+        "link_bandwidth": None,  # GB/s per direction; None: HyperTransport 3 (12.8)
         "probe_filter": True,
         "l2_includes_l3_share": False,
     },
@@ -139,7 +140,6 @@ _SECTIONS: dict[str, dict[str, Any]] = {
     },
 }
 _AXIS_DEFAULTS: dict[str, list[Any]] = {
-        "link_bandwidth": None,  # GB/s per direction; None: HyperTransport 3 (12.8)
     "policy": ["default"],
     "numa_factor": [],
     "link_latency": [],
@@ -383,6 +383,11 @@ def _validate_machine(m: dict[str, Any]) -> dict[str, Any]:
     d = m["slit_remote_distance"]
     if d is not None:
         _check_type("machine.slit_remote_distance", d, int, "an integer in 11..254")
+    bw = m["link_bandwidth"]
+    if bw is not None:
+        _check_type("machine.link_bandwidth", bw, int | float, "GB/s per direction, 0.1..1000")
+        if not 0.1 <= bw <= 1000:
+            raise SpecError("machine.link_bandwidth", f"{bw} GB/s is outside 0.1..1000")
     return m
 
 
@@ -412,11 +417,6 @@ def _validate_resources(r: dict[str, Any]) -> dict[str, Any]:
     out["time_limit_s"] = parse_duration(r["time_limit"], "resources.time_limit")
     out["min_free_disk_bytes"] = parse_bytes(r["min_free_disk"], "resources.min_free_disk")
     for k in ("partition", "account"):
-    bw = m["link_bandwidth"]
-    if bw is not None:
-        _check_type("machine.link_bandwidth", bw, int | float, "GB/s per direction, 0.1..1000")
-        if not 0.1 <= bw <= 1000:
-            raise SpecError("machine.link_bandwidth", f"{bw} GB/s is outside 0.1..1000")
         v = r[k]
         if v is not None and (not isinstance(v, str) or not _SLURM_WORD.match(v)):
             raise SpecError(f"resources.{k}", f"{v!r} is not a Slurm name", _SLURM_WORD.pattern)
@@ -601,14 +601,14 @@ def topology_for(
         "slit_remote_distance": machine["slit_remote_distance"],
     }
     kw[lat_key] = lat
+    if machine.get("link_bandwidth") is not None:
+        kw["link_bandwidth"] = machine["link_bandwidth"]
     from numa_lb.numa_factor import InterSocket
     from numa_lb.options import calibration_for
 
     kw["inter_socket"] = InterSocket(kw["inter_socket"])
-    return Topology.from_options(**kw)
-    if machine.get("link_bandwidth") is not None:
-        kw["link_bandwidth"] = machine["link_bandwidth"]
     # The shipped table where it was measured on this machine, else the
     # uncalibrated model (recorded as such); a gem5 run resolving a NUMA
     # factor refuses a mismatched table itself (configs/numa_run.py).
     kw["calibration"] = calibration_for(**kw)
+    return Topology.from_options(**kw)
