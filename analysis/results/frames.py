@@ -41,6 +41,7 @@ from .metrics import add_speedup, gem5_input_problems, gem5_metrics, guest_metri
 SPEC_COLS = [
     "backend",
     "policy",
+    "numa_balancing",
     "sockets",
     "cores_per_socket",
     "numa_factor",
@@ -126,6 +127,8 @@ def load_run(
         rec["state"] = "unknown"
         return rec, rows, errors
     rec.update({k: point.get(k) for k in SPEC_COLS})
+    if rec["numa_balancing"] is None:  # points before schema 2: the rule then in force
+        rec["numa_balancing"] = 1 if rec["policy"] == "autonuma" else 0
     rec.update(
         run_id=_scalar(spec.get("run_id")) or path.name,
         sweep=_scalar(spec.get("sweep")),
@@ -205,7 +208,14 @@ def _read_spec(
     return spec, point, prov
 
 
-_NUMERIC_COLS = {"sockets", "cores_per_socket", "threads", "repeat", "numa_factor"}
+_NUMERIC_COLS = {
+    "sockets",
+    "cores_per_socket",
+    "threads",
+    "repeat",
+    "numa_factor",
+    "numa_balancing",
+}
 
 
 def _fits(col: str, v: Any) -> bool:

@@ -15,7 +15,8 @@ elapsed_s            guest wall clock of the mix (run_end.elapsed_s, first progr
                      is host time under TCG and NOT architectural.
 sim_seconds          gem5: simSeconds of the ROI dump.
 speedup              default_elapsed / policy_elapsed, paired by repeat (same
-                     configuration, same repeat index); 1 for default itself.
+                     configuration, same repeat index, same numa_balancing; autonuma
+                     against default with balancing off); 1 for default itself.
 improvement_pct      (speedup - 1) * 100: Chiang & Su [Chiang21]'s "performance increase".
 instructions         gem5 committed instructions per CPU (commitStats0.numInsts, ROI dump).
 cycles               gem5 numCycles per CPU: every core cycle of the ROI, halted ones
@@ -382,11 +383,21 @@ CONFIG_COLS = [
 
 
 def add_speedup(frame: pd.DataFrame) -> pd.DataFrame:
-    """Append speedup and improvement_pct rows for every elapsed_s row with a default partner."""
+    """Append speedup and improvement_pct rows for every elapsed_s row with a default partner.
+
+    The partner is ``default`` in the same configuration and repeat and with the
+    same NUMA balancing setting; ``autonuma`` (default + balancing) is measured
+    against ``default`` with balancing off, which is what it adds.
+    """
     el = frame[(frame["metric"] == "elapsed_s") & frame["entity_type"].isin(["mix", "program"])]
     if el.empty:
         return frame
+    el = el.copy()
     keys = [c for c in CONFIG_COLS if c in el.columns] + ["repeat", "entity_type", "entity"]
+    if "numa_balancing" in el.columns:
+        nb = pd.to_numeric(el["numa_balancing"], errors="coerce").fillna(0)
+        el["_baseline_nb"] = nb.where(el["policy"] != "autonuma", 0)
+        keys.append("_baseline_nb")
     base = el[el["policy"] == "default"][keys + ["value"]].rename(columns={"value": "t_default"})
     # one default per key; duplicates (same point in two sweeps) are averaged
     base = base.groupby(keys, dropna=False, observed=True, as_index=False)["t_default"].mean()
@@ -398,7 +409,9 @@ def add_speedup(frame: pd.DataFrame) -> pd.DataFrame:
     imp = sp.copy()
     imp["value"] = (sp["value"] - 1.0) * 100.0
     imp["metric"] = "improvement_pct"
-    new = pd.concat([sp, imp], ignore_index=True).drop(columns=["t_default"])
+    new = pd.concat([sp, imp], ignore_index=True).drop(
+        columns=["t_default", "_baseline_nb"], errors="ignore"
+    )
     out = pd.concat([frame, new], ignore_index=True)
     out["metric"] = out["metric"].astype("category")
     return out

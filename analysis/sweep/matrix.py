@@ -1,7 +1,7 @@
 """Spec -> run matrix: sweep points, their guest jobs, resources and run ids.
 
 Order of expansion: repeat (outermost), mix, sockets, cores per socket, NUMA
-factor / link latency, threads, policy (innermost). A first complete pass over
+factor / link latency, threads, NUMA balancing, policy (innermost). A first complete pass over
 every configuration therefore finishes before the second repeat starts, and a
 policy's run sits next to its `default` partner, so partial sweeps already pair.
 """
@@ -49,7 +49,7 @@ def run_count(spec: Spec) -> int:
     ax = spec.axes
     lat_key = "numa_factor" if ax["numa_factor"] else "link_latency"
     n = spec.repeats
-    for k in ("mix", "sockets", "cores_per_socket", lat_key, "threads", "policy"):
+    for k in ("mix", "sockets", "cores_per_socket", lat_key, "threads", "numa_balancing", "policy"):
         n *= len(ax[k])
     return n
 
@@ -67,13 +67,14 @@ def iter_points(spec: Spec, backend: str) -> Iterator[SweepPoint]:
     cpu = dict(spec.cpu) if backend == "gem5" else None
     gem5 = dict(spec.gem5) if backend == "gem5" else None
     programs: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    for rep, mix, s, c, lat, t, pol in itertools.product(
+    for rep, mix, s, c, lat, t, nb, pol in itertools.product(
         range(spec.repeats),
         ax["mix"],
         ax["sockets"],
         ax["cores_per_socket"],
         ax[lat_key],
         ax["threads"],
+        ax["numa_balancing"],
         ax["policy"],
     ):
         progs = programs.get((mix, t))
@@ -91,6 +92,7 @@ def iter_points(spec: Spec, backend: str) -> Iterator[SweepPoint]:
             mix=mix,
             repeat=rep,
             kernel_variant=spec.kernel_variant,
+            numa_balancing=1 if pol == "autonuma" else nb,
             machine=machine,
             job_options=job,
             programs=progs,
@@ -153,9 +155,8 @@ def guest_job(point: SweepPoint, rid: str) -> dict[str, Any]:
         "schema": JOB_SCHEMA,
         "run_id": rid,
         "policy": point.policy,
-        # autonuma = default + numa_balancing 1 (the runner maps the name); every
-        # other policy runs with NUMA balancing explicitly off.
-        "numa_balancing": 1 if point.policy == "autonuma" else 0,
+        # explicit for every point (autonuma = default + 1; the runner maps the name)
+        "numa_balancing": point.numa_balancing,
         "strict_policy": o["strict_policy"],
         "pinning": o["pinning"],
         "pin_threads": o["pin_threads"],

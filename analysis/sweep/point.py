@@ -22,7 +22,7 @@ import operator
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-POINT_SCHEMA = 1
+POINT_SCHEMA = 2  # 2: numa_balancing
 ID_LEN_DIR = 16  # run directory name = first 16 hex digits of the run id
 
 
@@ -44,6 +44,8 @@ class SweepPoint:
     mix: str
     repeat: int
     kernel_variant: str = "release"
+    # kernel.numa_balancing in the guest (autonuma: always 1)
+    numa_balancing: int = 0
     machine: dict[str, Any] = field(default_factory=dict)
     job_options: dict[str, Any] = field(default_factory=dict)
     programs: list[dict[str, Any]] = field(default_factory=list)
@@ -90,6 +92,7 @@ class SweepPoint:
             "mix": self.mix,
             "repeat": self.repeat,
             "kernel_variant": self.kernel_variant,
+            "numa_balancing": self.numa_balancing,
         }
 
 

@@ -44,7 +44,16 @@ MEMORY_TYPES = ("DDR3_1600_8x8", "DDR3_2133_8x8", "DDR4_2400_8x8")
 CATALOGS = ("gem5-image", "paper", "table2")
 PINNINGS = mixrunner.PINNINGS
 
-AXES = ("policy", "numa_factor", "link_latency", "sockets", "cores_per_socket", "threads", "mix")
+AXES = (
+    "policy",
+    "numa_balancing",
+    "numa_factor",
+    "link_latency",
+    "sockets",
+    "cores_per_socket",
+    "threads",
+    "mix",
+)
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")
 _SLURM_WORD = re.compile(r"^[A-Za-z0-9_.,:@%+-]{1,128}$")
 _SLURM_EXTRA = re.compile(r"^--[a-z][a-z0-9-]*(=[^\s'\"\\;`$]+)?$")
@@ -141,6 +150,9 @@ _SECTIONS: dict[str, dict[str, Any]] = {
 }
 _AXIS_DEFAULTS: dict[str, list[Any]] = {
     "policy": ["default"],
+    # kernel.numa_balancing for every policy but autonuma (which is default + 1):
+    # explicit and recorded, since page migrations are zero without it.
+    "numa_balancing": [0],
     "numa_factor": [],
     "link_latency": [],
     "sockets": [4],
@@ -545,6 +557,17 @@ def _validate_axes(axes: Any, mixes: dict[str, Any]) -> dict[str, list[Any]]:
         raise SpecError("axes.policy", "must not be empty", POLICIES)
     for i, p in enumerate(out["policy"]):
         _choice(f"axes.policy[{i}]", p, POLICIES)
+    if not out["numa_balancing"]:
+        raise SpecError("axes.numa_balancing", "must not be empty", "0, 1")
+    for i, nb in enumerate(out["numa_balancing"]):
+        if isinstance(nb, bool) or nb not in (0, 1):
+            raise SpecError(f"axes.numa_balancing[{i}]", f"{nb!r}", "0 (off), 1 (on)")
+    if "autonuma" in out["policy"] and out["numa_balancing"] != [0]:
+        raise SpecError(
+            "axes.policy",
+            "autonuma is default with numa_balancing=1; with a numa_balancing axis "
+            "sweep policy default instead",
+        )
     for k, lo, hi in (("sockets", 1, 8), ("cores_per_socket", 1, 16), ("threads", 1, 1024)):
         if not out[k]:
             raise SpecError(f"axes.{k}", "must not be empty")

@@ -50,6 +50,8 @@ def test_frame_is_tidy_with_spec_columns() -> None:
         point = json.loads((run / "spec.json").read_text())["point"]
         rid = json.loads((run / "spec.json").read_text())["run_id"]
         rows = m[m["run_id"] == rid]
+        # points before POINT_SCHEMA 2 carry no numa_balancing: autonuma had it on
+        point.setdefault("numa_balancing", 1 if point["policy"] == "autonuma" else 0)
         for c in SPEC_COLS:
             vals = {None if pd.isna(v) else v for v in rows[c].astype(object)}
             assert vals == {point[c]}, c
@@ -192,3 +194,28 @@ def test_views_on_a_cloned_tree_with_every_axis(tmp_path: Path) -> None:
     fr = build_frames([tmp_path / "t"])
     assert len(fr.runs) == n
     assert fr.runs["numa_factor"].nunique() == 5
+
+
+def test_speedup_pairs_by_numa_balancing_and_autonuma_against_balancing_off() -> None:
+    import pandas as pd  # noqa: PLC0415
+
+    from analysis.results.metrics import add_speedup  # noqa: PLC0415
+
+    rows = [
+        # policy, numa_balancing, elapsed
+        ("default", 0, 10.0), ("excl", 0, 8.0),
+        ("default", 1, 5.0), ("excl", 1, 4.0),
+        ("autonuma", 1, 5.0),
+    ]  # fmt: skip
+    frame = pd.DataFrame(
+        [{"backend": "gem5", "sockets": 4, "cores_per_socket": 2, "numa_factor": 1.6,
+          "link_latency": "58", "threads": 4, "mix": "m", "kernel_variant": "release",
+          "repeat": 0, "entity_type": "mix", "entity": "m", "metric": "elapsed_s",
+          "policy": p, "numa_balancing": nb, "value": v} for p, nb, v in rows]
+    )  # fmt: skip
+    out = add_speedup(frame)
+    sp = out[out["metric"] == "speedup"].set_index(["policy", "numa_balancing"])["value"]
+    assert sp[("excl", 0)] == 10.0 / 8.0  # against default with balancing off
+    assert sp[("excl", 1)] == 5.0 / 4.0  # against default with balancing on
+    assert sp[("autonuma", 1)] == 10.0 / 5.0  # what balancing adds to default
+    assert sp[("default", 1)] == 1.0

@@ -44,8 +44,9 @@ def test_run_id_is_pinned() -> None:
     assert run_id(point(), PROV) == PINNED
 
 
-# 2026-11-23: machine gained link_bandwidth (GB/s per direction, None = HT3 default)
-PINNED = "4f2b16d9f3407b9c7644d148e8f5231ae5b521e0042f716e9343b5d46a408d85"
+# 2026-11-23: machine gained link_bandwidth (GB/s per direction, None = HT3 default);
+# POINT_SCHEMA 2: numa_balancing is a point field
+PINNED = "a4b8c5b7c532ac9ad83ac0dfe8b2e97c0a22eb8ca4b8048d90bf43dacd36b449"
 
 
 def test_run_id_is_stable_across_processes() -> None:

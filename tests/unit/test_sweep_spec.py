@@ -44,13 +44,16 @@ def test_quick_is_tiny_qemu_two_policies_one_mix_one_repeat() -> None:
 
 def test_paper_preset_matches_the_paper_setup() -> None:
     s = load_spec(preset="paper")
-    assert s.axes["policy"] == list(POLICIES)  # seven policies + autonuma
+    # the seven policies, all with NUMA balancing on as on the paper's 3.11 kernel
+    assert s.axes["policy"] == [p for p in POLICIES if p != "autonuma"]
+    assert s.axes["numa_balancing"] == [1]
     assert s.axes["numa_factor"] == [1.6]
     assert s.axes["sockets"] == [4] and s.axes["cores_per_socket"] == [8]
     assert s.axes["threads"] == [1, 2, 4, 8, 16, 32]
     progs = s.mixes[s.axes["mix"][0]]
     assert all("parsec" in p for p in progs)
-    assert len(points(s, "gem5")) == 8 * 6 * s.repeats
+    pts = points(s, "gem5")
+    assert len(pts) == 7 * 6 * s.repeats and {p.numa_balancing for p in pts} == {1}
 
 
 def test_sensitivity_varies_factor_and_cores() -> None:
@@ -71,7 +74,7 @@ def test_sensitivity_varies_factor_and_cores() -> None:
         ("axes.sockets=9", "axes.sockets[0]", "integers 1..8"),
         ("axes.cores_per_socket=0", "axes.cores_per_socket[0]", "integers 1..16"),
         ("axes.numa_factor=1.0", "axes.numa_factor[0]", "(1.0, 10.0]"),
-        ("axes.polcy=default", "axes.polcy", "policy, numa_factor"),
+        ("axes.polcy=default", "axes.polcy", "policy, numa_balancing, numa_factor"),
         ("axes.mix=nope", "axes.mix[0]", "tiny"),
         ("job.pinning=everywhere", "job.pinning", "free, direct, interleave, crossed"),
         ("cpu.roi=atomic", "cpu.roi", "timing, o3"),
@@ -161,10 +164,30 @@ def test_guest_job_is_a_valid_mixrunner_job_and_autonuma_maps() -> None:
         norm = mixrunner.load_job(json.loads(json.dumps(job)))
         if p.policy == "autonuma":
             assert (norm["policy"], norm["numa_balancing"]) == ("default", 1)
-            assert norm["policy_requested"] == "autonuma"
+            assert norm["policy_requested"] == "autonuma" and p.numa_balancing == 1
         else:
             assert (norm["policy"], norm["numa_balancing"]) == (p.policy, 0)
         assert norm["strict_policy"] is True
+
+
+def test_numa_balancing_is_an_explicit_axis_recorded_in_every_point() -> None:
+    s = load_spec(preset="quick", overrides=["axes.numa_balancing=0,1"])
+    pts = points(s, "qemu")
+    assert [(p.numa_balancing, p.policy) for p in pts] == [
+        (0, "default"), (0, "excl"), (1, "default"), (1, "excl")
+    ]
+    assert [guest_job(p, "r")["numa_balancing"] for p in pts] == [0, 0, 1, 1]
+    assert all(p.as_columns()["numa_balancing"] == p.numa_balancing for p in pts)
+    for bad, match in (
+        ("axes.numa_balancing=2", r"axes\.numa_balancing\[0\]"),
+        ("axes.numa_balancing=true", r"axes\.numa_balancing\[0\]"),
+        ("axes.numa_balancing=[]", "must not be empty"),
+    ):
+        with pytest.raises(SpecError, match=match):
+            load_spec(preset="quick", overrides=[bad])
+    with pytest.raises(SpecError, match="autonuma is default with numa_balancing=1"):
+        load_spec(preset="quick", overrides=["axes.policy=default,autonuma",
+                                             "axes.numa_balancing=1"])  # fmt: skip
 
 
 def test_resource_overrides_match_point_fields() -> None:
