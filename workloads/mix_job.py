@@ -41,7 +41,7 @@ def load_job(job: Dict[str, Any]) -> Dict[str, Any]:
     known = {
         "schema", "run_id", "policy", "numa_balancing", "strict_policy", "pinning",
         "pin_threads", "sample_interval_s", "read_sched", "timeout_s", "parsec",
-        "bin_dir", "programs", "restore_sysctls",
+        "bin_dir", "programs", "restore_sysctls", "seed",
     }  # fmt: skip
     unknown = sorted(set(job) - known)
     if unknown:
@@ -61,6 +61,9 @@ def load_job(job: Dict[str, Any]) -> Dict[str, Any]:
         "timeout_s": _get(job, "timeout_s", (int, float)),
         "bin_dir": _get(job, "bin_dir", str),
         "restore_sysctls": _get(job, "restore_sysctls", bool, True),
+        # The repeat's seed: varies start timing and workload data (mix_run.py),
+        # the same for every policy of one repeat so that runs pair.
+        "seed": _get(job, "seed", int),
     }  # type: Dict[str, Any]
     pol = out["policy"]
     if pol is not None and not _POLICY_OK.match(pol):
@@ -71,6 +74,8 @@ def load_job(job: Dict[str, Any]) -> Dict[str, Any]:
             raise JobError("policy 'autonuma' contradicts numa_balancing=0")
         out["policy"], out["numa_balancing"] = "default", 1
     out["policy_requested"] = pol
+    if out["seed"] is not None and not 0 <= out["seed"] < 2**32:
+        raise JobError("seed must be an integer in 0..2**32-1")
     if out["numa_balancing"] not in (None, 0, 1):
         raise JobError("numa_balancing must be 0, 1 or null")
     if out["pinning"] not in PINNINGS:
@@ -80,13 +85,21 @@ def load_job(job: Dict[str, Any]) -> Dict[str, Any]:
     if out["timeout_s"] is not None and not out["timeout_s"] > 0:
         raise JobError("timeout_s must be > 0")
     parsec = _get(job, "parsec", dict, {})
+    launcher = _get(parsec, "launcher", str, "parsecmgmt")
+    if launcher not in parsec_catalog.LAUNCHERS:
+        raise JobError(f"parsec.launcher must be one of {parsec_catalog.LAUNCHERS}")
+    ours = launcher == "numa-lb"  # our build installed in our image (parsec.json)
     out["parsec"] = {
-        "root": _get(parsec, "root", str, parsec_catalog.GEM5_PARSEC_ROOT),
-        "config": _get(parsec, "config", str, parsec_catalog.GEM5_PARSEC_CONFIG),
-        "launcher": _get(parsec, "launcher", str, "parsecmgmt"),
-    }
-    if out["parsec"]["launcher"] not in ("parsecmgmt", "direct"):
-        raise JobError("parsec.launcher must be 'parsecmgmt' or 'direct'")
+        "root": _get(
+            parsec, "root", str,
+            parsec_catalog.NUMA_LB_PARSEC_ROOT if ours else parsec_catalog.GEM5_PARSEC_ROOT,
+        ),
+        "config": _get(
+            parsec, "config", str,
+            parsec_catalog.NUMA_LB_PARSEC_CONFIG if ours else parsec_catalog.GEM5_PARSEC_CONFIG,
+        ),
+        "launcher": launcher,
+    }  # fmt: skip
     progs = _get(job, "programs", list)
     if not progs:
         raise JobError("a job needs a non-empty 'programs' list")

@@ -90,19 +90,27 @@ def pin_prefix(
     return ["numactl"] + cpu + [memarg], info
 
 
-def plan_programs(job: Dict[str, Any], bin_dirs: List[str], nodes: List[int]) -> List[Dict]:
-    """Turn the job's programs into argv/env/cwd, placement included."""
+def plan_programs(
+    job: Dict[str, Any], bin_dirs: List[str], nodes: List[int], work_root: str = "/tmp"
+) -> List[Dict]:
+    """Turn the job's programs into argv/env/cwd, placement included. PARSEC
+    programs of our build (launcher numa-lb) run in WORK_ROOT/NN-<name>."""
     plans = []
     cpu_nodes = nodes or [0]
+    manifest = None  # our PARSEC build's parsec.json, read once
     for q in job["programs"]:
         plan = {"index": q["index"], "name": q["name"], "kind": q["kind"]}  # type: Dict
         env = dict(os.environ)
         env.update(q["env"])
         cwd = None
         prepare = None
+        installed = None
         if q["kind"] == "workload":
             argv = [_find_binary(q["workload"], bin_dirs), "--threads", str(q["threads"])]
             argv += q["args"]
+            if job.get("seed") is not None and not any(a.startswith("--seed") for a in q["args"]):
+                # the repeat's data seed, distinct per program
+                argv += ["--seed", str(job["seed"] * 1000 + q["index"])]
         elif q["kind"] == "parsec":
             prog = parsec_catalog.lookup(q["parsec"])
             root, cfg = job["parsec"]["root"], job["parsec"]["config"]
@@ -111,6 +119,16 @@ def plan_programs(job: Dict[str, Any], bin_dirs: List[str], nodes: List[int]) ->
                 env.setdefault("OMP_NUM_THREADS", str(q["threads"]))
             if job["parsec"]["launcher"] == "parsecmgmt":
                 argv = parsec_catalog.parsecmgmt_command(prog, q["input"], q["threads"], root, cfg)
+            elif job["parsec"]["launcher"] == "numa-lb":
+                if manifest is None:
+                    manifest = parsec_catalog.load_manifest(root)
+                    cfg = manifest.get("config", cfg)
+                wd = os.path.join(work_root, "{:02d}-{}".format(q["index"], q["name"]))
+                installed = parsec_catalog.installed_command(
+                    prog, q["input"], q["threads"], wd, root, manifest
+                )
+                argv, cwd = installed.argv, installed.cwd
+                env["NUMA_LB_PARSEC_M5"] = env.get("NUMA_LB_PARSEC_M5", "auto")
             else:
                 d = parsec_catalog.direct_command(prog, q["input"], q["threads"], root, cfg)
                 argv, cwd, prepare = d.argv, d.cwd, d.input_tar
@@ -130,6 +148,7 @@ def plan_programs(job: Dict[str, Any], bin_dirs: List[str], nodes: List[int]) ->
         plan.update(
             argv=prefix + argv, env=env, cwd=cwd, prepare_tar=prepare, placement=info,
             threads_requested=q["threads"],
+            installed=None if installed is None else dict(installed._asdict()),
         )  # fmt: skip
         plans.append(plan)
     return plans

@@ -13,14 +13,16 @@ Stdlib only, Python >= 3.6 (see mixrunner.py).
 
 import os
 import platform
+import random
 import re
 import select
 import signal
 import tarfile
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
-from mix_handback import Writer, complete_records
+import parsec_catalog
+from mix_handback import Writer, collect_outputs, complete_records
 from mix_job import SCHEMA
 from mix_metrics import (
     Sampler,
@@ -36,6 +38,9 @@ from mix_sysctl import NUMAB_SYSCTL, POLICY_SYSCTL, read_sysctl, set_sysctl
 
 # where the runner looks for the synthetic binaries when the job names no bin_dir
 HERE = os.path.dirname(os.path.abspath(__file__))
+# OUTDIR/PARSEC_WORK/NN-<name>: work directories of our PARSEC build's programs
+# (a subdirectory: the hand back takes only OUTDIR's own files)
+PARSEC_WORK = "parsec-work"
 
 
 def run_mix(
@@ -112,26 +117,36 @@ def run_mix(
         bin_dirs = [job["bin_dir"]] if job["bin_dir"] else []
         bin_dirs += [HERE, os.path.join(HERE, "build")]
     try:
-        plans = plan_programs(job, bin_dirs, cpu_nodes)
+        plans = plan_programs(
+            job, bin_dirs, cpu_nodes, os.path.join(os.path.abspath(outdir), PARSEC_WORK)
+        )
+        for p in plans:
+            if p["prepare_tar"]:  # direct PARSEC launcher: unpack inputs, untimed
+                os.makedirs(p["cwd"], exist_ok=True)
+                with tarfile.open(p["prepare_tar"]) as tf:
+                    tf.extractall(p["cwd"])
+            if p.get("installed"):  # our PARSEC build: link inputs, fill templates, untimed
+                parsec_catalog.prepare_workdir(parsec_catalog.InstalledRun(**p["installed"]))
     except (OSError, ValueError) as e:
         errors.append(f"planning failed: {e}")
         w.write({"type": "run_end", "run_id": rid, "status": "failed", "errors": errors})
         w.close()
         return 1
-    for p in plans:
-        if p["prepare_tar"]:  # direct PARSEC launcher: unpack inputs, untimed
-            os.makedirs(p["cwd"], exist_ok=True)
-            with tarfile.open(p["prepare_tar"]) as tf:
-                tf.extractall(p["cwd"])
 
     # 3. counters before
     vm0 = parse_kv_numbers(read_text("/proc/vmstat"))
     ns0 = numastat(sys_root)
     lb0 = read_text(lb_stats)
 
-    # 4. start everything together: each program is '/bin/sh -c read; exec'
-    #    blocked on a pipe the runner closes once all are spawned
+    # 4. start everything together: each program is forked and blocked on its
+    #    own gate pipe before exec; the runner opens the gates (seeded offsets)
     status = run_programs(plans, job, outdir, cpu_node, errors, roi)
+    by_index = {rec["index"]: rec for rec in status["programs"]}
+    for p in plans:
+        if p.get("installed"):
+            by_index[p["index"]]["outputs"] = collect_outputs(
+                p["installed"], outdir, "prog-{:02d}-{}".format(p["index"], _safe(p["name"]))
+            )
 
     # 5. counters after, policy still in force?
     vm1 = parse_kv_numbers(read_text("/proc/vmstat"))
@@ -174,6 +189,7 @@ def run_mix(
             "sched_numa_lb_stats": lb_rec,
             "samples": status["samples"],
             "roi": status["roi"],
+            "start_jitter": status["start_jitter"],
             "errors": errors,
         }
     )
@@ -198,13 +214,78 @@ def roi_mark(roi: Optional[List[str]], what: str, errors: List[str]) -> Optional
     return rc
 
 
+# A repeat's seed varies the start, so that repeats of a deterministic simulator
+# differ on the guest side (never through Ruby's randomization): a delay before
+# the ROI shifts where the programs start relative to the kernel's tick and
+# balancing intervals, and each program's gate opens at its own small offset.
+PRE_GATE_MAX_S = 0.005
+START_OFFSET_MAX_S = 0.001
+
+
+def start_jitter(seed: Optional[int], indices: List[int]) -> Dict[str, Any]:
+    """The seeded pre-ROI delay and per-program start offsets (all 0 without a seed)."""
+    if seed is None:
+        return {"seed": None, "pre_gate_s": 0.0, "offsets_s": {i: 0.0 for i in indices}}
+    rng = random.Random(seed)
+    pre = round(rng.uniform(0.0, PRE_GATE_MAX_S), 6)
+    offsets = {i: round(rng.uniform(0.0, START_OFFSET_MAX_S), 6) for i in sorted(indices)}
+    return {"seed": seed, "pre_gate_s": pre, "offsets_s": offsets}
+
+
+def spawn_gated(
+    argv: List[str], env: Dict[str, str], cwd: Optional[str], out: str, err: str,
+    gate: int, close_in_child: List[int],
+) -> int:  # fmt: skip
+    """Fork a child that waits for its gate, then execs ARGV itself; return its pid.
+
+    No shell in between (the pid sampled and counted is the program's from the
+    start), and not subprocess.Popen: Popen waits for the exec, and this child
+    execs only when the runner closes the gate's write end. The child closes
+    every gate write end it inherited (a copy left open would keep that gate
+    shut forever); an exec failure exits 127, as a shell's would.
+    """
+    so = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    se = os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        pid = os.fork()
+        if pid == 0:  # child: only async-signal-safe-ish calls until exec
+            try:
+                os.setsid()  # own process group: timeout kills the tree
+                null = os.open(os.devnull, os.O_RDONLY)
+                os.dup2(null, 0)
+                os.dup2(so, 1)
+                os.dup2(se, 2)
+                for w in close_in_child:
+                    os.close(w)
+                if cwd:
+                    os.chdir(cwd)
+                os.read(gate, 1)  # EOF when the runner opens the gate
+                os.execvpe(argv[0], argv, env)
+            except BaseException as e:  # noqa: BLE001 - the child must never return
+                try:
+                    os.write(2, f"mix-gate: {argv[0]}: {e}\n".encode())
+                finally:
+                    os._exit(127)
+        return pid
+    finally:
+        os.close(so)
+        os.close(se)
+
+
+def open_gates(gates: List[Tuple[int, int]], offsets: Dict[int, float], t0: float) -> None:
+    """Close each gate's write end at t0 + its offset, earliest first."""
+    for index, fd in sorted(gates, key=lambda g: (offsets.get(g[0], 0.0), g[0])):
+        wait = t0 + offsets.get(index, 0.0) - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+        os.close(fd)
+
+
 def run_programs(
     plans: List[Dict], job: Dict[str, Any], outdir: str, cpu_node: Dict[int, int],
     errors: List[str], roi: Optional[List[str]] = None,
 ) -> Dict[str, Any]:  # fmt: skip
-    import subprocess  # local: only the running path needs it
-
-    gate_r, gate_w = os.pipe()
+    gates = []  # type: List[Tuple[int, int]]  # (program index, gate write end)
     procs = {}  # type: Dict[int, Dict[str, Any]]  # pid -> state
     results = {}  # type: Dict[int, Dict[str, Any]]  # program index -> record
     for p in plans:
@@ -233,24 +314,26 @@ def run_programs(
         if "parsec" in p:
             rec["parsec"] = p["parsec"]
         results[p["index"]] = rec
-        # The shell blocks in 'read' on the gate pipe (its stdin) until the
-        # runner closes the write end, then execs the program with stdin
-        # from /dev/null: every program starts within one exec of the others.
-        argv = ["/bin/sh", "-c", 'read _gate; exec "$@" </dev/null', "mix-gate"] + p["argv"]
+        # No shell in between: the forked child blocks reading its gate pipe
+        # (preexec) and then execs the program itself, so the pid the runner
+        # samples and reads counters of is the program's from the start.
+        gate_r, gate_w = os.pipe()
         try:
-            with open(out + ".out", "wb") as so, open(out + ".err", "wb") as se:
-                proc = subprocess.Popen(
-                    argv, stdin=gate_r, stdout=so, stderr=se, env=p["env"], cwd=p["cwd"],
-                    start_new_session=True,  # own process group: timeout kills the tree
-                )  # fmt: skip
+            pid = spawn_gated(
+                p["argv"], p["env"], p["cwd"], out + ".out", out + ".err", gate_r,
+                [w for _, w in gates] + [gate_w],
+            )  # fmt: skip
         except OSError as e:
+            os.close(gate_w)
             rec["error"] = f"spawn failed: {e}"
             rec["exit_code"] = 127
             errors.append(f"{p['name']}: {rec['error']}")
             continue
-        rec["pid"] = proc.pid
-        procs[proc.pid] = {"index": p["index"], "proc": proc, "tree": p["kind"] != "workload"}
-    os.close(gate_r)
+        finally:
+            os.close(gate_r)
+        rec["pid"] = pid
+        gates.append((p["index"], gate_w))
+        procs[pid] = {"index": p["index"], "tree": p["kind"] != "workload"}
 
     # SIGCHLD wakes the select() below, so exits are timed to the
     # millisecond without busy polling between samples.
@@ -262,9 +345,13 @@ def run_programs(
 
     sampler = Sampler(cpu_node, job["read_sched"])
     interval = job["sample_interval_s"]
+    jitter = start_jitter(job.get("seed"), [i for i, _ in gates])
+    for i, off in jitter["offsets_s"].items():
+        results[i]["start_offset_s"] = off
+    time.sleep(jitter["pre_gate_s"])  # before the ROI: shifts the tick phase, not the ROI
     roi_rc = {"begin": roi_mark(roi, "workbegin", errors)}
     t0 = time.monotonic()
-    os.close(gate_w)  # release the gate: all programs start now
+    open_gates(gates, jitter["offsets_s"], t0)  # programs start now (seeded offsets)
     deadline = t0 + job["timeout_s"] if job["timeout_s"] else None
     timed_out = False
     samples = 0
@@ -316,6 +403,7 @@ def run_programs(
         "elapsed_s": round(elapsed, 6),
         "timed_out": timed_out,
         "samples": samples,
+        "start_jitter": jitter,
         "roi": roi_rc,
     }
 
@@ -329,9 +417,9 @@ def _reap(procs: Dict[int, Dict[str, Any]], results: Dict[int, Dict], t0: float)
         if wpid == 0:
             continue
         st = procs.pop(pid)
-        st["proc"].returncode = status  # keep Popen from re-waiting or warning
         rec = results[st["index"]]
-        rec["elapsed_s"] = round(time.monotonic() - t0, 6)
+        # from this program's own gate opening (t0 + its seeded offset)
+        rec["elapsed_s"] = round(time.monotonic() - t0 - rec.get("start_offset_s", 0.0), 6)
         if os.WIFSIGNALED(status):
             rec["signal"] = os.WTERMSIG(status)
             rec["exit_code"] = 128 + rec["signal"]

@@ -66,6 +66,7 @@ RUN_COLS = [
     "host",
     "executor",
     "attempt",
+    "program_kinds",  # the mix's program kinds seen by the guest: workload, parsec, cmd
 ]
 
 
@@ -155,6 +156,8 @@ def load_run(
         g = parse_results_file(res)
         errors.extend(("guest/results.jsonl", e) for e in g.errors)
         rows.extend(guest_metrics(g, mix))
+        kinds = {str(p.get("kind")) for p in g.programs if isinstance(p, dict)}
+        rec["program_kinds"] = ",".join(sorted(kinds)) or None
     else:
         errors.append(("guest/results.jsonl", "missing"))
     stats = path / "m5out" / "stats.txt"

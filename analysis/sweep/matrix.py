@@ -157,6 +157,9 @@ def guest_job(point: SweepPoint, rid: str) -> dict[str, Any]:
         "policy": point.policy,
         # explicit for every point (autonuma = default + 1; the runner maps the name)
         "numa_balancing": point.numa_balancing,
+        # repeats differ on the guest side (start jitter, data seeds), the same
+        # way for every policy of a repeat; never through Ruby's randomization
+        "seed": point.repeat,
         "strict_policy": o["strict_policy"],
         "pinning": o["pinning"],
         "pin_threads": o["pin_threads"],

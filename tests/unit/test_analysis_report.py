@@ -219,3 +219,35 @@ def test_speedup_pairs_by_numa_balancing_and_autonuma_against_balancing_off() ->
     assert sp[("excl", 1)] == 5.0 / 4.0  # against default with balancing on
     assert sp[("autonuma", 1)] == 10.0 / 5.0  # what balancing adds to default
     assert sp[("default", 1)] == 1.0
+
+
+def test_identical_repeats_get_no_confidence_interval() -> None:
+    from analysis.results.report import IDENTICAL, pm  # noqa: PLC0415
+
+    assert pm(5.0, 0.0, True) == "+5.0 %" + IDENTICAL
+    assert pm(5.0, 1.25, True) == "+5.0 % ± 1.2"
+    assert pm(5.0, float("nan"), True) == "+5.0 %"  # one repeat: no CI at all
+
+
+def test_the_paper_comparison_says_which_conditions_fail() -> None:
+    import pandas as pd  # noqa: PLC0415
+
+    from analysis.results.report import PAPER_CONDITIONS, comparability  # noqa: PLC0415
+
+    fr = build_frames([SWEEP])  # a real qemu sweep: synthetic programs, 1 repeat
+    m = fr.metrics
+    imp = m[(m["metric"] == "improvement_pct") & (m["entity_type"] == "mix")]
+    failed = comparability(imp[imp["policy"] == "excl"], fr.runs)
+    assert PAPER_CONDITIONS[0] in failed and PAPER_CONDITIONS[3] in failed
+    assert PAPER_CONDITIONS[2] in failed  # no stock baseline yet
+    # a run set meeting every condition is comparable
+    good = pd.DataFrame({
+        "run_id": ["a", "b", "c"], "backend": "gem5", "numa_factor": 1.6, "baseline": "stock",
+        "numa_balancing": 1, "repeat": [0, 1, 2], "value": [9.0, 11.0, 12.5],
+    })  # fmt: skip
+    runs = pd.DataFrame({"run_id": ["a", "b", "c"], "program_kinds": "parsec"})
+    assert comparability(good, runs) == []
+    same = good.assign(value=10.0)  # identical repeats
+    assert comparability(same, runs) == [PAPER_CONDITIONS[5]]
+    mixed = runs.assign(program_kinds=["parsec", "parsec,workload", "parsec"])
+    assert comparability(good, mixed) == [PAPER_CONDITIONS[3]]

@@ -482,3 +482,52 @@ def test_roi_brackets_only_the_programs(tmp_path: Path) -> None:
     end = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()][-1]
     assert end["type"] == "run_end" and end["roi"] == {"begin": 0, "end": 0}
     assert rc in (0, 1)
+
+
+def test_programs_start_without_a_shell_and_a_seed_varies_the_start(
+    bindir: Path, fake_sysctl: Path, tmp_path: Path
+) -> None:
+    """The sampled pid is the workload's from the first sample (no 'sh' wrapper),
+    and a repeat's seed sets the pre-ROI delay, per-program offsets and data seeds."""
+    from mix_run import PRE_GATE_MAX_S, START_OFFSET_MAX_S, start_jitter  # noqa: PLC0415
+
+    a, b = start_jitter(7, [0, 1]), start_jitter(7, [0, 1])
+    assert a == b and a != start_jitter(8, [0, 1])  # reproducible, and per seed
+    assert 0 <= a["pre_gate_s"] <= PRE_GATE_MAX_S
+    assert all(0 <= v <= START_OFFSET_MAX_S for v in a["offsets_s"].values())
+    assert start_jitter(None, [0, 1]) == {"seed": None, "pre_gate_s": 0.0,
+                                         "offsets_s": {0: 0.0, 1: 0.0}}  # fmt: skip
+
+    out = tmp_path / "out"
+    job = mr.load_job(small_job(seed=7))
+    rc = mr.run_mix(job, str(out), str(fake_sysctl), str(tmp_path / "nolb"),
+                    bin_dirs=[str(bindir)])  # fmt: skip
+    recs = records(out)
+    assert rc == 0, recs[-1]
+    end = by_type(recs, "run_end")[0]
+    assert end["start_jitter"]["seed"] == 7
+    assert end["start_jitter"]["offsets_s"] == {str(k): v for k, v in a["offsets_s"].items()}
+    progs = by_type(recs, "program")
+    for i, p in enumerate(progs):
+        assert p["argv"][-2:] == ["--seed", str(7 * 1000 + i)]
+        assert p["result"]["seed"] == 7 * 1000 + i  # the workload saw it
+        assert p["start_offset_s"] == a["offsets_s"][i]
+    for t in by_type(recs, "thread_group"):
+        assert t["comm"] in ("leader_ft", "master_clients"), t["comm"]  # never "sh"
+    with pytest.raises(mr.JobError, match="seed"):
+        mr.load_job(small_job(seed=-1))
+
+
+def test_a_program_that_cannot_be_executed_exits_127(
+    fake_sysctl: Path, tmp_path: Path
+) -> None:
+    job = mr.load_job({"run_id": "x", "timeout_s": 30, "programs": [
+        {"name": "nope", "cmd": ["/nonexistent/program"]},
+        {"name": "ok", "cmd": ["true"]},
+    ]})  # fmt: skip
+    rc = mr.run_mix(job, str(tmp_path / "o"), str(fake_sysctl), str(tmp_path / "nolb"))
+    progs = {p["name"]: p for p in by_type(records(tmp_path / "o"), "program")}
+    assert progs["nope"]["exit_code"] == 127 and progs["ok"]["exit_code"] == 0
+    err = (tmp_path / "o" / progs["nope"]["stderr"]).read_text()
+    assert "mix-gate: /nonexistent/program" in err
+    assert rc != 0
