@@ -36,21 +36,8 @@ from .gem5stats import (
     roi_dump_index,
 )
 from .guest import parse_results_file
-from .metrics import add_speedup, gem5_input_problems, gem5_metrics, guest_metrics
+from .metrics import SPEC_COLS, add_speedup, gem5_input_problems, gem5_metrics, guest_metrics
 
-SPEC_COLS = [
-    "backend",
-    "policy",
-    "numa_balancing",
-    "sockets",
-    "cores_per_socket",
-    "numa_factor",
-    "link_latency",
-    "threads",
-    "mix",
-    "repeat",
-    "kernel_variant",
-]
 RUN_COLS = [
     "run_id",
     "dir",

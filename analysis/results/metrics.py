@@ -369,17 +369,23 @@ def gem5_input_problems(values: dict[str, float]) -> list[str]:
 
 
 # ------------------------------------------------------------- across runs
-# Spec columns that identify a configuration (everything but policy and repeat).
-CONFIG_COLS = [
+# The spec columns every frame carries (one per point field the reports group by).
+SPEC_COLS = [
     "backend",
+    "policy",
+    "numa_balancing",
     "sockets",
     "cores_per_socket",
     "numa_factor",
     "link_latency",
     "threads",
     "mix",
+    "repeat",
     "kernel_variant",
 ]
+# Those that identify a configuration: everything but the treatment (policy and
+# NUMA balancing) and the repeat.
+CONFIG_COLS = [c for c in SPEC_COLS if c not in ("policy", "numa_balancing", "repeat")]
 
 
 def add_speedup(frame: pd.DataFrame) -> pd.DataFrame:
