@@ -57,6 +57,34 @@ def workload_result(stdout_tail: str) -> Optional[Dict[str, Any]]:
     return None
 
 
+# Outputs of our PARSEC build's programs bigger than this stay in their work
+# directory (the QEMU results disk is 64 MiB; native-size outputs are not wanted).
+OUTPUT_LIMIT = 4 << 20
+
+
+def collect_outputs(installed: Dict[str, Any], outdir: str, prefix: str) -> Dict[str, Any]:
+    """Copy the output files a PARSEC program of our build wrote in its work
+    directory to OUTDIR/PREFIX.<file>, so they are handed back with the rest;
+    returns {file: copied name, or why not}."""
+    import shutil  # noqa: PLC0415 - only this path needs it
+
+    out = {}  # type: Dict[str, Any]
+    for name in installed.get("outputs", []):
+        src = os.path.join(installed["cwd"], name)
+        try:
+            size = os.path.getsize(src)
+        except OSError:
+            out[name] = {"error": "missing"}
+            continue
+        if size > OUTPUT_LIMIT:
+            out[name] = {"error": f"too big ({size} bytes > {OUTPUT_LIMIT})"}
+            continue
+        dst = f"{prefix}.{name}"
+        shutil.copyfile(src, os.path.join(outdir, dst))
+        out[name] = {"file": dst, "bytes": size}
+    return out
+
+
 def complete_records(
     results: Dict[int, Dict[str, Any]], sampled: Dict[int, Dict[int, ThreadGroup]],
     outdir: str, run_id: str,

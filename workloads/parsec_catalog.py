@@ -42,6 +42,20 @@ GEM5_PARSEC_CONFIG = "gcc-hooks"
 # What the paper built with (Sec. 4.1): gcc-pthreads, gcc-openmp for freqmine.
 PAPER_CONFIG = "gcc-pthreads"
 
+# Our own PARSEC build (workloads/parsec/build_parsec.py, from a PARSEC 3.0 tree
+# given by path): pthreads versions, static, PARSEC's hooks wired to our m5ops,
+# installed in our image under NUMA_LB_PARSEC_ROOT with a manifest
+# (MANIFEST_NAME) that says, per program and input, the argv and the files.
+NUMA_LB_PARSEC_ROOT = "/opt/numa-lb/parsec"
+NUMA_LB_PARSEC_CONFIG = "gcc-pthreads+numa-lb-hooks"
+MANIFEST_NAME = "parsec.json"
+LAUNCHERS = ("parsecmgmt", "direct", "numa-lb")
+# gem5 work-item id of the ROI that PARSEC's hooks mark in our build
+# (workloads/parsec/hooks_m5.c gets it as -DNLS_PARSEC_WORK_ID). The mix
+# runner's ROI is work id 1 (configs/numa_lb/roi.py ROI_WORK_ID, the init's
+# roi_workid): the gem5 script records these items and never acts on them.
+PARSEC_WORK_ID = 2
+
 
 class Program(NamedTuple):
     package: str  # parsecmgmt package name, e.g. "parsec.canneal", "splash2x.fmm"
@@ -435,3 +449,170 @@ SYNTHETIC = {
 def synthetic_for(prog: Program) -> Synthetic:
     """The synthetic workload that mirrors a PARSEC program's allocation class."""
     return SYNTHETIC[prog.synthetic]
+
+
+# ------------------------------------------------------------ availability
+#
+# Where each program's input of each size comes from in our build
+# (workloads/parsec/build_parsec.py), given the PARSEC 3.0 tree of the public
+# mirror (bamos/parsec-benchmark): it carries only the test and simdev input
+# tarballs, and not those of splash2x.raytrace and splash2x.cholesky.
+GENERATED = "generated"  # made at build time by PARSEC's own generator, compiled from the tree
+ARGS = "args"  # the input is the command line only (no files)
+TREE = "tree"  # the package's input_<size>.tar in the tree
+TREE_FILES = "tree-files"  # the files its arguments name, from another tarball of the tree
+OFFICIAL = "official"  # PARSEC's official input_<size>.tar, from $PARSEC_INPUTS
+NO_RECIPE = "no-recipe"  # our build does not build this program (yet)
+SOURCES = (GENERATED, ARGS, TREE, TREE_FILES, OFFICIAL, NO_RECIPE)
+
+_ALL_ARGS = dict((s, ARGS) for s in INPUTS)  # type: Dict[str, str]
+_TREE_THEN_OFFICIAL = dict(
+    (s, TREE if s in ("test", "simdev") else OFFICIAL) for s in INPUTS
+)  # type: Dict[str, str]
+_INPUT_SOURCES = {
+    # inputgen.c (pkgs/apps/blackscholes/src) writes the option files; it
+    # reproduces the tree's test and simdev files byte for byte (checked by
+    # the build). Counts from the runconf file names: in_4K = 4,096 options,
+    # in_16K, in_64K, in_10M = 10,000,000 (native; built only when asked).
+    "parsec.blackscholes": dict(
+        (s, TREE if s in ("test", "simdev") else GENERATED) for s in INPUTS
+    ),
+    "parsec.streamcluster": _ALL_ARGS,  # generates its points itself (none input)
+    "parsec.swaptions": _ALL_ARGS,
+    "splash2x.fft": _ALL_ARGS,
+    "splash2x.lu_cb": _ALL_ARGS,
+    "splash2x.lu_ncb": _ALL_ARGS,
+    "splash2x.radix": _ALL_ARGS,
+    "splash2x.ocean_cp": _ALL_ARGS,
+    "splash2x.ocean_ncp": _ALL_ARGS,
+    "splash2x.radiosity": _ALL_ARGS,
+    # simsmall's arguments name head-scaleddown4, the data set of the tree's
+    # input_test.tar (assumed to be the same files as the official simsmall
+    # tarball's, which the mirror lacks); simmedium and up use other data sets.
+    "splash2x.volrend": dict(
+        (s, {"test": TREE, "simdev": TREE, "simsmall": TREE_FILES}.get(s, OFFICIAL))
+        for s in INPUTS
+    ),
+    # parameter templates (input.template, NUMPROCS filled in at run time):
+    # the tree's test/simdev templates; other sizes need the official tarballs.
+    "splash2x.barnes": _TREE_THEN_OFFICIAL,
+    "splash2x.fmm": _TREE_THEN_OFFICIAL,
+    "splash2x.water_nsquared": _TREE_THEN_OFFICIAL,
+    "splash2x.water_spatial": _TREE_THEN_OFFICIAL,
+}  # type: Dict[str, Dict[str, str]]
+# The tarball a TREE_FILES input takes its files from.
+TREE_FILES_TARBALL = {("splash2x.volrend", "simsmall"): "input_test.tar"}
+
+
+def input_source(prog: Program, input_set: str) -> str:
+    """Where our build takes PROG's INPUT_SET from (one of SOURCES)."""
+    _check(input_set, 1)
+    return _INPUT_SOURCES.get(prog.package, {}).get(input_set, NO_RECIPE)
+
+
+def available(prog: Program, input_set: str, official_inputs: bool = False) -> bool:
+    """Whether our build can provide PROG at INPUT_SET: from the tree alone, or
+    (official_inputs) also with PARSEC's official input tarballs at hand."""
+    src = input_source(prog, input_set)
+    return src in (GENERATED, ARGS, TREE, TREE_FILES) or (official_inputs and src == OFFICIAL)
+
+
+def available_programs(input_set: str, official_inputs: bool = False) -> List[Program]:
+    """Table 2's programs our build can provide at INPUT_SET, in Table 2 order."""
+    return [p for p in PROGRAMS if available(p, input_set, official_inputs)]
+
+
+def buildable(prog: Program) -> bool:
+    """Whether our build has a recipe for PROG at all."""
+    return prog.package in _INPUT_SOURCES
+
+
+# ------------------------------------------------ our installed PARSEC build
+
+
+class InstalledRun(NamedTuple):
+    argv: List[str]  # program and arguments (through /bin/sh when it reads stdin)
+    cwd: str  # a fresh per-program work directory
+    links: Dict[str, str]  # name in cwd -> input file (symlinked before the run)
+    generate: Dict[str, str]  # name in cwd -> content (templates filled in)
+    outputs: List[str]  # files the program writes in cwd (collected after the run)
+
+
+def load_manifest(root: str = NUMA_LB_PARSEC_ROOT) -> Dict:
+    """ROOT/parsec.json, written by workloads/parsec/build_parsec.py."""
+    import json  # noqa: PLC0415 - only this path needs it
+
+    path = os.path.join(root, MANIFEST_NAME)
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except OSError as e:
+        raise FileNotFoundError(
+            f"no PARSEC build at {root} ({e.strerror}): build the image with PARSEC_SRC "
+            "set (workloads/parsec/build_parsec.py)"
+        ) from None
+
+
+def _fill(text: str, threads: int) -> str:
+    return text.replace("{threads}", str(threads))
+
+
+def installed_command(
+    prog: Program,
+    input_set: str,
+    threads: int,
+    workdir: str,
+    root: str = NUMA_LB_PARSEC_ROOT,
+    manifest: Optional[Dict] = None,
+) -> InstalledRun:
+    """How to run PROG from our installed build: the manifest's argv with the
+    thread count filled in, run in WORKDIR where the input files are linked and
+    parameter templates written (prepare_workdir)."""
+    _check(input_set, threads)
+    man = load_manifest(root) if manifest is None else manifest
+    entry = man.get("programs", {}).get(prog.package)
+    if entry is None:
+        raise ValueError(
+            "{} is not in the PARSEC build at {} (it has: {})".format(
+                prog.package, root, ", ".join(sorted(man.get("programs", {}))) or "nothing"
+            )
+        )
+    inp = entry["inputs"].get(input_set)
+    if inp is None:
+        raise ValueError(
+            "{} has no {} input in the PARSEC build at {} (it has: {})".format(
+                prog.package, input_set, root, ", ".join(sorted(entry["inputs"]))
+            )
+        )
+    argv = [os.path.join(root, entry["exe"])] + [_fill(a, threads) for a in inp["args"]]
+    links = {}  # type: Dict[str, str]
+    if inp.get("dir"):
+        d = os.path.join(root, inp["dir"])
+        for name in inp.get("files", []):
+            links[name] = os.path.join(d, name)
+    generate = {}  # type: Dict[str, str]
+    for g in inp.get("generate", []):
+        text = g["text"]
+        for key, value in sorted(g.get("subst", {}).items()):
+            text = text.replace(key, _fill(value, threads))
+        generate[_fill(g["name"], threads)] = text
+    if inp.get("stdin"):
+        # sh -c 'exec "$@" <"$0"' STDIN PROG ARGS...: the program itself reads it
+        argv = ["/bin/sh", "-c", 'exec "$@" <"$0"', _fill(inp["stdin"], threads)] + argv
+    return InstalledRun(
+        argv=argv, cwd=workdir, links=links, generate=generate,
+        outputs=list(inp.get("outputs", [])),
+    )  # fmt: skip
+
+
+def prepare_workdir(run: InstalledRun) -> None:
+    """Create RUN's work directory: input files symlinked, templates written."""
+    os.makedirs(run.cwd, exist_ok=True)
+    for name, target in sorted(run.links.items()):
+        dst = os.path.join(run.cwd, name)
+        if os.path.lexists(dst):
+            os.unlink(dst)
+        os.symlink(target, dst)
+    for name, text in sorted(run.generate.items()):
+        with open(os.path.join(run.cwd, name), "w") as f:
+            f.write(text)
