@@ -214,6 +214,24 @@ def roi_mark(roi: Optional[List[str]], what: str, errors: List[str]) -> Optional
     return rc
 
 
+# The patched kernel's per-thread-group migration counters (cumulative over
+# exited threads, by cause); read once, at program end, from the zombie.
+MIGRATIONS_FILE = "/proc/{pid}/numa_lb_migrations"
+
+
+def read_kv(path: str) -> Optional[Dict[str, int]]:
+    """``key value`` lines as ints; None when the file does not exist (stock kernel)."""
+    text = read_text(path)
+    if text is None:
+        return None
+    out = {}  # type: Dict[str, int]
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit():
+            out[parts[0]] = int(parts[1])
+    return out
+
+
 # A repeat's seed varies the start, so that repeats of a deterministic simulator
 # differ on the guest side (never through Ruby's randomization): a delay before
 # the ROI shifts where the programs start relative to the kernel's tick and
@@ -310,6 +328,8 @@ def run_programs(
             "result": None,
             "roi_s": None,
             "error": None,
+            # /proc/<pid>/numa_lb_migrations at exit (None: the kernel has none)
+            "kernel_migrations": None,
         }  # type: Dict[str, Any]
         if "parsec" in p:
             rec["parsec"] = p["parsec"]
@@ -411,11 +431,21 @@ def run_programs(
 def _reap(procs: Dict[int, Dict[str, Any]], results: Dict[int, Dict], t0: float) -> None:
     for pid in list(procs):
         try:
+            # Exited? Look without reaping: the zombie's /proc entry still holds
+            # its thread group's cumulative kernel counters.
+            info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            info = True
+        if info is None:
+            continue
+        kernel_counts = read_kv(MIGRATIONS_FILE.format(pid=pid))
+        try:
             wpid, status, ru = os.wait4(pid, os.WNOHANG)
         except ChildProcessError:
             wpid, status, ru = pid, 0, None
         if wpid == 0:
             continue
+        results[procs[pid]["index"]]["kernel_migrations"] = kernel_counts
         st = procs.pop(pid)
         rec = results[st["index"]]
         # from this program's own gate opening (t0 + its seeded offset)

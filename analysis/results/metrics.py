@@ -45,8 +45,16 @@ remote_ratio_guest   guest view (kMLB): per thread group, the share of its
                      its tasks were seen running on, weighted by task-samples per
                      node; the mix value weights thread groups by task-samples.
                      The only remote figure on the qemu backend.
-task_migrations      sum over thread groups of se.nr_migrations (every migration
-                     the scheduler counted, wake-up placement included).
+task_migrations      per program: the kernel's count for its thread group at program
+                     end, exited threads included (/proc/<pid>/numa_lb_migrations,
+                     read from the zombie before it is reaped); mix: the sum.
+                     By cause: migrations_balance (load-balance detach),
+                     _active_balance, _wakeup, _numa, _numa_swap, each also _xnode;
+                     cross_node_migrations = all causes across nodes.
+task_migrations_sampled  without those counters (stock kernel): the sum over the
+                     program's threads of se.nr_migrations at the last sample, a
+                     lower bound (threads that exited earlier are missing).
+page_migrations_program  the program's pages migrated by NUMA balancing (kernel).
 cross_node_migrations_sampled  task moves between nodes seen between samples (a
                      lower bound).
 lb_<counter>         delta of the patch's /proc/sched_numa_lb_stats counter (e.g.
@@ -80,6 +88,22 @@ import pandas as pd
 from .gem5stats import CORE_STATS, core_counters, nonfinite, remote_requests
 from .guest import GuestResults
 
+# /proc/<pid>/numa_lb_migrations keys -> metric names (kernel patch 0009)
+KERNEL_MIGRATION_METRICS = {
+    "migrations_xnode": "cross_node_migrations",
+    "balance": "migrations_balance",
+    "balance_xnode": "migrations_balance_xnode",
+    "active_balance": "migrations_active_balance",
+    "active_balance_xnode": "migrations_active_balance_xnode",
+    "wakeup": "migrations_wakeup",
+    "wakeup_xnode": "migrations_wakeup_xnode",
+    "numa_balancing": "migrations_numa",
+    "numa_balancing_xnode": "migrations_numa_xnode",
+    "numa_swap": "migrations_numa_swap",
+    "numa_swap_xnode": "migrations_numa_swap_xnode",
+    "numa_pages_migrated": "page_migrations_program",
+}
+
 
 @dataclass(frozen=True)
 class Metric:
@@ -109,7 +133,20 @@ _M = [
     Metric("local_writebacks", "", "local writebacks", "", True),
     Metric("remote_writeback_ratio", "", "remote-writeback ratio", "lower", True),
     Metric("remote_ratio_guest", "", "remote ratio (guest kMLB view)", "lower"),
-    Metric("task_migrations", "", "task migrations", "lower"),
+    Metric("task_migrations", "", "task migrations (kernel, at program end)", "lower"),
+    Metric("task_migrations_sampled", "", "task migrations (sampled lower bound)", "lower"),
+    Metric("cross_node_migrations", "", "cross-node task migrations (kernel)", "lower"),
+    Metric("migrations_balance", "", "migrations by load-balance detach", "lower"),
+    Metric("migrations_balance_xnode", "", "cross-node, load-balance detach", "lower"),
+    Metric("migrations_active_balance", "", "migrations by active balance", "lower"),
+    Metric("migrations_active_balance_xnode", "", "cross-node, active balance", "lower"),
+    Metric("migrations_wakeup", "", "migrations at wake-up placement", "lower"),
+    Metric("migrations_wakeup_xnode", "", "cross-node, wake-up placement", "lower"),
+    Metric("migrations_numa", "", "migrations by NUMA balancing", "lower"),
+    Metric("migrations_numa_xnode", "", "cross-node, NUMA balancing", "lower"),
+    Metric("migrations_numa_swap", "", "swaps by NUMA balancing", "lower"),
+    Metric("migrations_numa_swap_xnode", "", "cross-node swaps, NUMA balancing", "lower"),
+    Metric("page_migrations_program", "", "page migrations by NUMA balancing (kernel)", "lower"),
     Metric("cross_node_migrations_sampled", "", "cross-node migrations (sampled)", "lower"),
     Metric("lb_migrated", "", "cross-node migrations (balancer)", "lower"),
     Metric("page_faults", "", "page faults", "lower"),
@@ -174,6 +211,9 @@ def guest_metrics(g: GuestResults, mix: str) -> list[Row]:
     mig_total = 0.0
     cross_total = 0.0
     have_mig = False
+    sampled_total = 0.0
+    have_sampled = False
+    kernel_totals: dict[str, float] = {}
     for p in g.programs:
         name = str(p.get("name"))
         if (v := _f(p.get("elapsed_s"))) is not None:
@@ -184,12 +224,24 @@ def guest_metrics(g: GuestResults, mix: str) -> list[Row]:
             rows.append(("program", name, "page_faults", mn + mj))
             rows.append(("program", name, "major_faults", mj))
         tgs = by_prog.get(name, [])
+        km = p.get("kernel_migrations")
         nr = [_f(t.get("nr_migrations")) for t in tgs]
-        if tgs and all(x is not None for x in nr):
-            s = float(sum(nr))  # type: ignore[arg-type]
+        if isinstance(km, dict) and _f(km.get("migrations")) is not None:
+            # the kernel's own count at program end, exited threads included
+            s = float(km["migrations"])
             rows.append(("program", name, "task_migrations", s))
+            for key, metric in KERNEL_MIGRATION_METRICS.items():
+                if (v := _f(km.get(key))) is not None:
+                    rows.append(("program", name, metric, v))
+                    kernel_totals[metric] = kernel_totals.get(metric, 0.0) + v
             mig_total += s
             have_mig = True
+        elif tgs and all(x is not None for x in nr):
+            # no kernel counters (stock kernel): the sampled lower bound
+            s = float(sum(nr))  # type: ignore[arg-type]
+            rows.append(("program", name, "task_migrations_sampled", s))
+            sampled_total += s
+            have_sampled = True
         cross = sum(_f(t.get("cross_node_migrations_sampled")) or 0.0 for t in tgs)
         if tgs:
             rows.append(("program", name, "cross_node_migrations_sampled", cross))
@@ -203,6 +255,10 @@ def guest_metrics(g: GuestResults, mix: str) -> list[Row]:
             rows.append(("mix", mix, "numa_factor_measured", v))
     if have_mig:
         rows.append(("mix", mix, "task_migrations", mig_total))
+        for metric, v in kernel_totals.items():
+            rows.append(("mix", mix, metric, v))
+    if have_sampled:
+        rows.append(("mix", mix, "task_migrations_sampled", sampled_total))
     if g.thread_groups:
         rows.append(("mix", mix, "cross_node_migrations_sampled", cross_total))
     rr = remote_ratio_guest(g.thread_groups)

@@ -68,8 +68,19 @@ def test_guest_metrics_recomputed_from_raw(path: Path) -> None:
         assert m[("program", n, "elapsed_s")] == p["elapsed_s"]
         assert m[("program", n, "page_faults")] == p["rusage"]["minflt"] + p["rusage"]["majflt"]
         mine = [t for t in tgs if t["program"] == n]
-        if mine and all(t["nr_migrations"] is not None for t in mine):
-            assert m[("program", n, "task_migrations")] == sum(t["nr_migrations"] for t in mine)
+        km = p.get("kernel_migrations")
+        if km is not None:  # the kernel's count at program end
+            assert m[("program", n, "task_migrations")] == km["migrations"]
+            assert m[("program", n, "cross_node_migrations")] == km["migrations_xnode"]
+            # the sampled sum only sees threads alive at the last sample: a lower bound
+            sampled = [t["nr_migrations"] for t in mine if t["nr_migrations"] is not None]
+            assert sum(sampled) <= km["migrations"]
+        elif mine and all(t["nr_migrations"] is not None for t in mine):
+            # captured before the kernel counted per thread group: sampled, named so
+            assert ("program", n, "task_migrations") not in m
+            assert m[("program", n, "task_migrations_sampled")] == sum(
+                t["nr_migrations"] for t in mine
+            )
     assert m[("mix", "mix", "programs_failed")] == sum(p["exit_code"] != 0 for p in progs)
     vm = end["vmstat_delta"]
     if "pgfault" in vm:
