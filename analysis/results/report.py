@@ -49,7 +49,11 @@ PAPER_REF = (
 PAPER_NOTE = (
     "Chiang & Su [Chiang21], Sec. 4.3.5: 4 x AMD Opteron 6320 (8 cores each), "
     "NUMA factor 1.6, 29 PARSEC 3.0 programs run together, threads 1..32, "
-    "improvement of elapsed time over the unmodified kernel"
+    "improvement of elapsed time over the unmodified kernel. Its '1.6' is numactl's "
+    "SLIT distance (16), not a measured latency ratio, and its 4 nodes are 4 packages "
+    "(each 6320 package holds two dies with a memory controller each, which a BIOS "
+    "usually shows as 8 nodes); ours is a 4-node machine whose factor is the measured "
+    "remote/local load latency ratio (configs/README.md, 'The paper's machine')."
 )
 GROUP_COLS = [c for c in CONFIG_COLS if c != "threads"]
 
