@@ -64,12 +64,20 @@ OUTPUT_LIMIT = 4 << 20
 
 def collect_outputs(installed: Dict[str, Any], outdir: str, prefix: str) -> Dict[str, Any]:
     """Copy the output files a PARSEC program of our build wrote in its work
-    directory to OUTDIR/PREFIX.<file>, so they are handed back with the rest;
-    returns {file: copied name, or why not}."""
-    import shutil  # noqa: PLC0415 - only this path needs it
+    directory (names, or glob patterns) to OUTDIR/PREFIX.<file>, so they are
+    handed back with the rest; returns {file: copied name, or why not}."""
+    import glob  # noqa: PLC0415 - only this path needs it
+    import shutil  # noqa: PLC0415
 
     out = {}  # type: Dict[str, Any]
-    for name in installed.get("outputs", []):
+    names = []  # type: List[str]
+    for pat in installed.get("outputs", []):  # names or glob patterns
+        if glob.has_magic(pat):
+            found = glob.glob(os.path.join(glob.escape(installed["cwd"]), pat))
+            names += sorted(os.path.basename(f) for f in found)
+        else:
+            names.append(pat)
+    for name in names:
         src = os.path.join(installed["cwd"], name)
         try:
             size = os.path.getsize(src)

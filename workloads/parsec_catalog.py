@@ -484,7 +484,9 @@ _INPUT_SOURCES = {
     "splash2x.lu_ncb": _ALL_ARGS,
     "splash2x.radix": _ALL_ARGS,
     "splash2x.ocean_cp": _ALL_ARGS,
-    "splash2x.ocean_ncp": _ALL_ARGS,
+    # built with PARSEC's 32-bit grid bound (2050, workloads/parsec/parsec_recipes.py):
+    # native's 4098 grid does not fit
+    "splash2x.ocean_ncp": dict((s, NO_RECIPE if s == "native" else ARGS) for s in INPUTS),
     "splash2x.radiosity": _ALL_ARGS,
     # simsmall's arguments name head-scaleddown4, the data set of the tree's
     # input_test.tar (assumed to be the same files as the official simsmall
@@ -520,6 +522,20 @@ def available(prog: Program, input_set: str, official_inputs: bool = False) -> b
 def available_programs(input_set: str, official_inputs: bool = False) -> List[Program]:
     """Table 2's programs our build can provide at INPUT_SET, in Table 2 order."""
     return [p for p in PROGRAMS if available(p, input_set, official_inputs)]
+
+
+# Programs that need at least one work unit per thread: swaptions runs at most
+# as many threads as the input has swaptions (-ns in PARSEC's runconf files).
+_MAX_THREADS = {
+    "parsec.swaptions": {
+        "test": 1, "simdev": 3, "simsmall": 16, "simmedium": 32, "simlarge": 64, "native": 128,
+    },
+}  # type: Dict[str, Dict[str, int]]
+
+
+def max_threads(prog: Program, input_set: str) -> Optional[int]:
+    """The most threads PROG accepts at INPUT_SET (None: no such limit known)."""
+    return _MAX_THREADS.get(prog.package, {}).get(input_set)
 
 
 def buildable(prog: Program) -> bool:

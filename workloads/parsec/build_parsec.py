@@ -161,7 +161,12 @@ class Selection:
                 if p not in prc.RECIPES:
                     raise BuildError(f"{p}: no build recipe (parsec_catalog.buildable)")
         else:
-            progs = tuple(p.package for p in cat.PROGRAMS if p.package in prc.RECIPES)
+            # every program with a recipe whose sources the tree has
+            progs = tuple(
+                p.package
+                for p in cat.PROGRAMS
+                if p.package in prc.RECIPES and (tree / p.pkg_dir / "src").is_dir()
+            )
         return cls(tree, inputs_dir, sizes_t, progs)
 
     def official(self, package: str, size: str) -> Path | None:
@@ -326,7 +331,10 @@ def build_program(
     src = work / prog.name
     shutil.copytree(tree / prog.pkg_dir / "src", src, symlinks=True)
     env = prc.make_env(
-        str(tree / pt.HOOKS_SRC / "include"), str(lib), os.environ.get("PATH", "/usr/bin:/bin")
+        str(tree / pt.HOOKS_SRC / "include"),
+        str(lib),
+        os.environ.get("PATH", "/usr/bin:/bin"),
+        rec.cflags,
     )
     for pre in rec.pre_make:
         run(["make", *pre], cwd=src, env=env, logf=logf)

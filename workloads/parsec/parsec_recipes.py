@@ -28,6 +28,7 @@ class Recipe:
     parallel: bool = True  # make -jN is safe (blackscholes' all: clean ... is not)
     pre_make: tuple[tuple[str, ...], ...] = ()  # make invocations before the main one
     outputs: tuple[str, ...] = ()  # files it writes into its run directory worth keeping
+    cflags: str = ""  # added to CFLAGS/CXXFLAGS for this program
 
 
 RECIPES = {
@@ -41,10 +42,20 @@ RECIPES = {
         Recipe("splash2x.lu_ncb", "lu_ncb", splash2x=True),
         Recipe("splash2x.radix", "radix", splash2x=True),
         Recipe("splash2x.ocean_cp", "ocean_cp", splash2x=True),
-        Recipe("splash2x.ocean_ncp", "ocean_ncp", splash2x=True),
+        # PARSEC's own 32-bit array bound (IMAX = JMAX = 2050, its SPARC_SOLARIS
+        # switch): with the 64-bit 8098 its static grids map ~28 GB of virtual
+        # memory, one mapping of 14.7 GB, which Linux's default overcommit refuses
+        # in a guest of a few GiB. Grids up to simlarge (2050) fit; native does not.
+        Recipe("splash2x.ocean_ncp", "ocean_ncp", splash2x=True, cflags="-DSPARC_SOLARIS"),
         Recipe("splash2x.radiosity", "radiosity", splash2x=True),
         # its Makefile links -ltiff from libtiff/ but has no rule to build it
-        Recipe("splash2x.volrend", "volrend", splash2x=True, pre_make=(("-C", "libtiff"),)),
+        Recipe(
+            "splash2x.volrend",
+            "volrend",
+            splash2x=True,
+            pre_make=(("-C", "libtiff"),),
+            outputs=("*_[0-9][0-9][0-9][0-9]",),  # one TIFF per rendered frame
+        ),
         Recipe("splash2x.barnes", "barnes", splash2x=True),
         Recipe("splash2x.fmm", "fmm", splash2x=True),
         Recipe("splash2x.water_nsquared", "water_nsquared", splash2x=True),
@@ -53,10 +64,10 @@ RECIPES = {
 }
 
 
-def make_env(hooks_include: str, libs: str, base_path: str) -> dict[str, str]:
+def make_env(hooks_include: str, libs: str, base_path: str, extra: str = "") -> dict[str, str]:
     """The whole environment of a PARSEC make (nothing inherited but PATH):
     the same flags on every machine, whatever the caller's CFLAGS say."""
-    cflags = f"{OPT} -DENABLE_PARSEC_HOOKS -I{hooks_include}"
+    cflags = f"{OPT} -DENABLE_PARSEC_HOOKS -I{hooks_include} {extra}".strip()
     return {
         "PATH": base_path,
         "LANG": "C",
