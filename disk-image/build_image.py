@@ -28,6 +28,13 @@ what it was called at boot. Built without mounting anything:
    {rootfs.img, image.json}; the image key hashes the rootfs key, every file
    we add (sources) and this script.
 
+With PARSEC (PARSEC_SRC set, or --parsec-src; official input tarballs from
+PARSEC_INPUTS or --parsec-inputs): the programs and inputs that
+workloads/parsec/build_parsec.py builds from that tree (cached outside the
+repo) go to /opt/numa-lb/parsec, image.json records them, and the image key
+also hashes the PARSEC build id. Without PARSEC_SRC the image and its key are
+what they are without PARSEC.
+
 <cache> is $NUMA_LB_CACHE or ~/.cache/numa-lb-study.
 """
 
@@ -190,6 +197,8 @@ def input_files(workloads: Path = WORKLOADS, init: Path = INIT) -> dict[str, Pat
         rel = p.relative_to(workloads)
         if not p.is_file() or any(part in ("build", "__pycache__") for part in rel.parts):
             continue
+        if rel.parts[0] == "parsec":  # the host-side PARSEC build tool: its build id is hashed
+            continue
         if p.name == "Makefile" or p.suffix in (".c", ".h", ".py"):
             files[f"workloads/{rel.as_posix()}"] = p
     files["disk-image/init/numa-lb-init"] = init
@@ -199,13 +208,79 @@ def input_files(workloads: Path = WORKLOADS, init: Path = INIT) -> dict[str, Pat
     return files
 
 
-def image_key(rkey: str | None = None, files: dict[str, Path] | None = None) -> str:
+def image_key(
+    rkey: str | None = None, files: dict[str, Path] | None = None, parsec: str | None = "env"
+) -> str:
+    """PARSEC: the PARSEC build id to include ("env": the one PARSEC_SRC selects,
+    None without PARSEC: then the key is the same as an image's without PARSEC)."""
     files = input_files() if files is None else files
+    parsec = parsec_build_id() if parsec == "env" else parsec
     h = hashlib.sha256()
     h.update(f"rootfs {rkey or rootfs_key()}\n".encode())
     for name in sorted(files):
         h.update(f"{name} {sha256_file(files[name])}\n".encode())
+    if parsec is not None:
+        h.update(f"parsec {parsec}\n".encode())
     return h.hexdigest()[:16]
+
+
+# ------------------------------------------------------------------ PARSEC
+
+
+def parsec_selection():  # -> build_parsec.Selection | None
+    """The PARSEC build PARSEC_SRC (and PARSEC_INPUTS) select; None when unset."""
+    if not os.environ.get("PARSEC_SRC"):
+        return None
+    sys.path.insert(0, str(WORKLOADS / "parsec"))
+    import build_parsec  # noqa: PLC0415 - only with PARSEC
+
+    try:
+        return build_parsec.Selection.make()
+    except Exception as e:  # BuildError, TreeError: say so as an image error
+        raise ImageError(f"PARSEC: {e}") from None
+
+
+_PARSEC_IDS: dict[tuple[str, str], str] = {}
+
+
+def parsec_build_id() -> str | None:
+    """The selected PARSEC build's id (hashes its tree, tool and compiler), or None."""
+    env = (os.environ.get("PARSEC_SRC", ""), os.environ.get("PARSEC_INPUTS", ""))
+    if not env[0]:
+        return None
+    if env not in _PARSEC_IDS:
+        sel = parsec_selection()
+        import build_parsec  # noqa: PLC0415 - parsec_selection put it on sys.path
+
+        _PARSEC_IDS[env] = build_parsec.build_id(sel)
+    return _PARSEC_IDS[env]
+
+
+def build_parsec_for_image() -> tuple[Path, dict[str, object]] | None:
+    """Build (cached) the selected PARSEC programs; (install dir, image.json record)."""
+    sel = parsec_selection()
+    if sel is None:
+        return None
+    import build_parsec  # noqa: PLC0415
+
+    bdir = build_parsec.build(sel)
+    meta = json.loads((bdir / "build.json").read_text())
+    man = build_parsec.manifest(bdir)
+    rec = {
+        "build_id": meta["build_id"],
+        "root": f"{PREFIX}/parsec",
+        "launcher": "numa-lb",
+        "config": man["config"],
+        "work_id": man["work_id"],
+        "source": meta["source"],
+        "official_inputs_dir": meta["official_inputs_dir"],
+        "programs": {
+            p: {s: e["inputs"][s]["source"] for s in sorted(e["inputs"])}
+            for p, e in sorted(man["programs"].items())
+        },
+        "unavailable": meta["unavailable"],
+    }
+    return bdir / "install", rec
 
 
 def rootfs_dir(rkey: str | None = None) -> Path:
@@ -596,7 +671,7 @@ def find_ext4(image: Path, partition: int | None = None) -> int:
 # ------------------------------------------------------------------ our files
 
 
-def stage_files(tmp: Path, manifest: dict[str, object]) -> Path:
+def stage_files(tmp: Path, manifest: dict[str, object], parsec: Path | None = None) -> Path:
     """Our files under TMP/root as they go into the image: PREFIX/bin (make install:
     m5, the workloads, mixrunner.py and its mix_*.py, parsec_catalog.py),
     PREFIX/sbin/numa-lb-init with its init_*.py, and PREFIX/manifest.json.  The
@@ -616,6 +691,12 @@ def stage_files(tmp: Path, manifest: dict[str, object]) -> Path:
     for p in sorted(INIT.parent.glob("*.py")):  # the init imports these from its own dir
         shutil.copyfile(p, sbin / p.name)
         os.chmod(sbin / p.name, 0o644)
+    if parsec is not None:  # PREFIX/parsec: our PARSEC build (bin/, inputs/, parsec.json)
+        log(f"staging PARSEC from {parsec}")
+        shutil.copytree(parsec, root / PREFIX.lstrip("/") / "parsec", symlinks=False)
+        for p in (root / PREFIX.lstrip("/") / "parsec").rglob("*"):
+            if p.is_file():
+                os.chmod(p, 0o755 if p.parent.name == "bin" else 0o644)
     files = {
         "/" + p.relative_to(root).as_posix(): sha256_file(p)
         for p in sorted(root.rglob("*"))
@@ -652,6 +733,7 @@ def build(force: bool = False, rebuild_rootfs: bool = False) -> Path:
     rkey = rootfs_key()
     key = image_key(rkey)
     idir = image_dir(key)
+    parsec_id = parsec_build_id()
     img = idir / "rootfs.img"
     if (idir / "image.json").exists() and not (force or rebuild_rootfs):
         log(f"image {key}: cached")
@@ -659,6 +741,9 @@ def build(force: bool = False, rebuild_rootfs: bool = False) -> Path:
     built_before = (rootfs_dir(rkey) / "rootfs.json").exists() and not rebuild_rootfs
     tree = build_rootfs(force=rebuild_rootfs)
     rmeta = json.loads((rootfs_dir(rkey) / "rootfs.json").read_text())
+    parsec = build_parsec_for_image()
+    if parsec is not None and parsec[1]["build_id"] != parsec_id:
+        raise ImageError(f"PARSEC build {parsec[1]['build_id']} is not the keyed {parsec_id}")
     with locked(cache_base() / f"{key}.lock"):
         if (idir / "image.json").exists() and not (force or rebuild_rootfs):
             return img
@@ -669,8 +754,11 @@ def build(force: bool = False, rebuild_rootfs: bool = False) -> Path:
         with tempfile.TemporaryDirectory(prefix="numa-lb-image-") as tmp:
             t1 = time.monotonic()
             staged = stage_files(
-                Path(tmp), {"kind": "numa-lb-image", "image_key": key, "rootfs_key": rkey}
-            )
+                Path(tmp),
+                {"kind": "numa-lb-image", "image_key": key, "rootfs_key": rkey,
+                 "parsec_build_id": parsec_id},
+                parsec[0] if parsec else None,
+            )  # fmt: skip
             entries = entries_from_tree(staged)
             need = tree_bytes(tree) + tree_bytes(staged)
             size = int(need * HEADROOM) + (SLACK_MIB << 20)
@@ -724,6 +812,8 @@ def build(force: bool = False, rebuild_rootfs: bool = False) -> Path:
                 "debootstrap": rmeta["debootstrap_version"],
             },
             "inputs": {n: sha256_file(p) for n, p in sorted(input_files().items())},
+            # our PARSEC build (PARSEC_SRC): programs -> {input size: where it came from}
+            "parsec": parsec[1] if parsec else None,
             "files": manifest["files"],
             "packages": rmeta["packages"],
             "built_unix": int(time.time()),
@@ -789,14 +879,22 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--force", action="store_true", help="rebuild the image stage")
     b.add_argument("--rebuild-rootfs", action="store_true", help="re-run debootstrap too")
     b.add_argument("--rootfs-only", action="store_true", help="only the debootstrap tree")
-    sub.add_parser("path", help="print the image path for the current inputs")
-    sub.add_parser("info", help="print the current image's image.json")
-    sub.add_parser("key", help="print the rootfs and image keys")
+    ps = [b, sub.add_parser("path", help="print the image path for the current inputs"),
+          sub.add_parser("info", help="print the current image's image.json"),
+          sub.add_parser("key", help="print the rootfs and image keys")]  # fmt: skip
+    for p in ps:
+        p.add_argument("--parsec-src", help="PARSEC 3.0 tree: add our PARSEC build "
+                       "(default $PARSEC_SRC; unset: no PARSEC)")  # fmt: skip
+        p.add_argument("--parsec-inputs", help="PARSEC's official input tarballs "
+                       "(default $PARSEC_INPUTS)")  # fmt: skip
     o = sub.add_parser("overlay", help="copy an image and add our files to the copy")
     o.add_argument("src", type=Path)
     o.add_argument("dst", type=Path)
     o.add_argument("--partition", type=int, help="1-based partition (default: auto)")
     a = ap.parse_args(argv)
+    for opt, var in (("parsec_src", "PARSEC_SRC"), ("parsec_inputs", "PARSEC_INPUTS")):
+        if getattr(a, opt, None):
+            os.environ[var] = getattr(a, opt)
     try:
         if a.cmd == "build":
             if a.rootfs_only:
@@ -812,7 +910,8 @@ def main(argv: list[str] | None = None) -> int:
             print(img if a.cmd == "path" else (img.parent / "image.json").read_text(), end="\n"
                   if a.cmd == "path" else "")  # fmt: skip
         elif a.cmd == "key":
-            print(f"rootfs {rootfs_key()}\nimage {image_key()}")
+            pid = parsec_build_id()
+            print(f"rootfs {rootfs_key()}\nimage {image_key()}" + (f"\nparsec {pid}" * bool(pid)))
         else:
             overlay_image(a.src, a.dst, a.partition)
             print(a.dst)
