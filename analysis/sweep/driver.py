@@ -16,6 +16,7 @@ an axis or in --repeats should not start, or even list, a million runs.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -42,7 +43,7 @@ from .rundir import (
     status_problem,
     write_json_atomic,
 )
-from .spec import Spec
+from .spec import Spec, parsec_image_problem
 
 EXIT_OK, EXIT_FAILED_RUNS, EXIT_USAGE, EXIT_PREREQ, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 LARGE_SWEEP = 10_000  # runs; more need --allow-large
@@ -210,6 +211,10 @@ def run_sweep(spec: Spec, opt: Options) -> int:
             require=not opt.dry_run,
         )
         w(bk.announce(backend, art).replace("backend:", "using:", 1) + "\n")
+        meta = Path(art.paths["image"]).parent / "image.json"  # a dry run may have none
+        why = parsec_image_problem(spec, json.loads(meta.read_text()) if meta.is_file() else None)
+        if why:
+            raise PrerequisiteError(f"PARSEC: {why}")
         if not opt.dry_run:
             check_disk(out, spec.resources["min_free_disk_bytes"])
         if opt.executor == "slurm" and not opt.dry_run:

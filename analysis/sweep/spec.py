@@ -41,7 +41,11 @@ KERNEL_VARIANTS = ("release", "debug")
 CPU_TYPES = ("atomic", "timing", "o3", "kvm")
 INTER_SOCKET = ("full", "ring")
 MEMORY_TYPES = ("DDR3_1600_8x8", "DDR3_2133_8x8", "DDR4_2400_8x8")
-CATALOGS = ("gem5-image", "paper", "table2")
+# gem5-image: the x86-parsec image's 13 programs; paper: Table 2 minus `exclude`;
+# table2: all 30; paper-available / available: the same restricted to what our
+# PARSEC build provides at the mix's input without PARSEC's official input
+# tarballs (parsec_catalog.available_programs; image built with PARSEC_SRC).
+CATALOGS = ("gem5-image", "paper", "table2", "paper-available", "available")
 PINNINGS = mixrunner.PINNINGS
 
 AXES = (
@@ -356,6 +360,7 @@ def validate(doc: dict[str, Any], default_name: str = "sweep") -> Spec:
     mixes, mix_desc = _validate_mixes(doc.get("mixes"), job)
     axes = _validate_axes(doc.get("axes", {}), mixes)
     _validate_topologies(axes, machine)
+    _validate_thread_limits(axes, mixes)
 
     return Spec(
         name=name,
@@ -405,7 +410,12 @@ def _validate_machine(m: dict[str, Any]) -> dict[str, Any]:
 
 def _validate_job(j: dict[str, Any]) -> dict[str, Any]:
     _choice("job.pinning", j["pinning"], PINNINGS)
-    _choice("job.parsec_launcher", j["parsec_launcher"], ("parsecmgmt", "direct"))
+    _choice("job.parsec_launcher", j["parsec_launcher"], parsec_catalog.LAUNCHERS)
+    if j["parsec_launcher"] == "numa-lb":  # our image's build: its own root and config
+        if j["parsec_root"] == parsec_catalog.GEM5_PARSEC_ROOT:
+            j["parsec_root"] = parsec_catalog.NUMA_LB_PARSEC_ROOT
+        if j["parsec_config"] == parsec_catalog.GEM5_PARSEC_CONFIG:
+            j["parsec_config"] = parsec_catalog.NUMA_LB_PARSEC_CONFIG
     for k in ("pin_threads", "read_sched", "strict_policy"):
         _check_type(f"job.{k}", j[k], bool, "true or false")
     _check_type("job.sample_interval_s", j["sample_interval_s"], int | float, "a number > 0")
@@ -494,7 +504,7 @@ def _validate_mixes(
             raise SpecError(where, "bad mix name", _NAME_RE.pattern)
         if not isinstance(m, dict):
             raise SpecError(where, "must be a table")
-        allowed = {"description", "programs", "catalog", "input", "exclude"}
+        allowed = {"description", "programs", "catalog", "input", "exclude", "inputs"}
         for k in m:
             if k not in allowed:
                 raise SpecError(f"{where}.{k}", "unknown key", sorted(allowed))
@@ -522,7 +532,16 @@ def _catalog_programs(where: str, m: dict[str, Any]) -> list[dict[str, Any]]:
     cat = _choice(f"{where}.catalog", m["catalog"], CATALOGS)
     inp = m.get("input", "simsmall")
     _choice(f"{where}.input", inp, parsec_catalog.INPUTS)
-    if cat == "paper":
+    if cat in ("paper-available", "available"):
+        progs = parsec_catalog.available_programs(inp)
+        if cat == "paper-available" and "exclude" in m:  # optional: the subset is partial anyway
+            try:
+                progs = [p for p in progs if p != parsec_catalog.lookup(m["exclude"])]
+            except KeyError as e:
+                raise SpecError(f"{where}.exclude", e.args[0]) from None
+        if not progs:
+            raise SpecError(f"{where}.input", f"our PARSEC build provides no program at {inp}")
+    elif cat == "paper":
         if "exclude" not in m:
             raise SpecError(
                 f"{where}.exclude",
@@ -538,7 +557,71 @@ def _catalog_programs(where: str, m: dict[str, Any]) -> list[dict[str, Any]]:
         progs = [p for p in parsec_catalog.PROGRAMS if p.in_gem5_image]
     else:
         progs = list(parsec_catalog.PROGRAMS)
-    return [{"name": p.package, "parsec": p.package, "input": inp} for p in progs]
+    per = m.get("inputs", {})  # catalog mixes: {program: input} for a few programs
+    if not isinstance(per, dict):
+        raise SpecError(f"{where}.inputs", "must be a table of program = input")
+    chosen = {}
+    for k, v in per.items():
+        try:
+            chosen[parsec_catalog.lookup(k).package] = _choice(
+                f"{where}.inputs.{k}", v, parsec_catalog.INPUTS
+            )
+        except KeyError as e:
+            raise SpecError(f"{where}.inputs.{k}", e.args[0]) from None
+    extra = sorted(set(chosen) - {p.package for p in progs})
+    if extra:
+        raise SpecError(f"{where}.inputs", f"{extra} are not in the mix")
+    if cat in ("paper-available", "available"):
+        gone = [n for n, i in chosen.items() if not parsec_catalog.available(
+            parsec_catalog.lookup(n), i)]  # fmt: skip
+        if gone:
+            raise SpecError(f"{where}.inputs", f"our PARSEC build does not provide {gone}")
+    return [
+        {"name": p.package, "parsec": p.package, "input": chosen.get(p.package, inp)}
+        for p in progs
+    ]
+
+
+def _validate_thread_limits(axes: dict[str, list[Any]], mixes: dict[str, Any]) -> None:
+    """A PARSEC program given more threads than its input has work units fails
+    (swaptions: one swaption per thread at least)."""
+    for mx in axes["mix"]:
+        for p in mixes[mx]:
+            if "parsec" not in p:
+                continue
+            top = parsec_catalog.max_threads(parsec_catalog.lookup(p["parsec"]), p.get("input",
+                                             "simsmall"))  # fmt: skip
+            ts = [p["threads"]] if "threads" in p else axes["threads"]
+            if top is not None and max(ts) > top:
+                raise SpecError(
+                    f"mixes.{mx}",
+                    f"{p['parsec']} at {p.get('input', 'simsmall')} takes at most {top} threads, "
+                    f"not {max(ts)} (a larger input, e.g. inputs = {{ \"{p['parsec']}\" = "
+                    "\"simmedium\" }, or fewer threads)",
+                )
+
+
+def parsec_image_problem(spec: Spec, image_meta: dict[str, Any] | None) -> str | None:
+    """Why the image cannot run SPEC's PARSEC programs through the numa-lb launcher
+    (our PARSEC build, image.json "parsec"), or None. No image.json: not checked."""
+    if spec.job["parsec_launcher"] != "numa-lb" or image_meta is None:
+        return None
+    want = sorted({(p["parsec"], p.get("input", "simsmall")) for mx in spec.axes["mix"]
+                   for p in spec.mixes[mx] if "parsec" in p})  # fmt: skip
+    if not want:
+        return None
+    have = (image_meta.get("parsec") or {}).get("programs") or {}
+    missing = [f"{parsec_catalog.lookup(n).package} {i}" for n, i in want
+               if i not in have.get(parsec_catalog.lookup(n).package, {})]  # fmt: skip
+    if not missing:
+        return None
+    if not have:
+        return (
+            f"the image {image_meta.get('image_key')} has no PARSEC programs: build it with "
+            "PARSEC_SRC set to a PARSEC 3.0 tree (README: PARSEC), or use the x86-parsec "
+            "overlay with job.parsec_launcher = \"parsecmgmt\""
+        )
+    return f"the image's PARSEC build lacks {', '.join(missing)}"
 
 
 def _validate_axes(axes: Any, mixes: dict[str, Any]) -> dict[str, list[Any]]:
