@@ -43,6 +43,10 @@ def test_numa_lb_suite_passes(kunit_output: str) -> None:
         "numa_lb_exiting_leader",
         "numa_lb_excl_uncounted",
         "numa_lb_seen_overflow",
+        "numa_lb_bce_small_loss",
+        "numa_lb_excl_close_ratios",
+        "numa_lb_bce_huge_counts",
+        "numa_lb_score_order",
         "numa_lb_no_candidate",
     ],
 )
