@@ -50,7 +50,11 @@ STAT_FIELDS = (
     "skipped_leader_src",
     "skipped_seen",
     "migrated",
+    "picked_none",
+    "active_moved",
+    "active_leader",
     "select_ns",
+    "detach_ns",
 )
 KMSG_TAIL = re.compile(r"\[\s*\d+\.\d{6}\].*$")
 SPLAT = re.compile(
@@ -266,6 +270,10 @@ def problems(run: GuestRun, policies: list[str], topo: Topology) -> list[str]:
             bad.append(f"policy {p}: no cross-node selections counted: {d}")
         if p != "default" and d["evaluated"] + d["taken_leader_dst"] <= 0:
             bad.append(f"policy {p}: no task evaluated or taken: {d}")
+        if d["picked_none"] > d["attempts"] or d["active_leader"] > d["active_moved"]:
+            bad.append(f"policy {p}: inconsistent counters: {d}")
+        if d["select_ns"] <= 0 or d["detach_ns"] <= 0:
+            bad.append(f"policy {p}: selection or detach time not counted: {d}")
         for other in POLICIES:
             if other == p:
                 continue
@@ -324,22 +332,25 @@ def cmd_bench(args: argparse.Namespace) -> int:
         f"{time.strftime('%Y-%m-%d')}"
     )
     print(
-        f"{'policy':10s} {'passes':>7s} {'ns/pass':>9s} {'ratio':>6s} "
-        f"{'looked/pass':>11s} {'eval/pass':>9s} {'ratio':>6s} {'moved':>6s}"
+        f"{'policy':10s} {'passes':>7s} {'ns/pass':>9s} {'select':>8s} {'ratio':>6s} "
+        f"{'detach':>8s} {'looked/pass':>11s} {'eval/pass':>9s} {'ratio':>6s} {'moved':>6s} "
+        f"{'empty':>6s} {'active':>6s}"
     )
     base: dict[str, float] = {}
     for p in POLICIES:
         d = run.delta(p)
         passes = max(d["attempts"], 1)
-        ns = d["select_ns"] / passes
+        sel = d["select_ns"] / passes
+        det = d["detach_ns"] / passes
         looked = d["visited"] / passes
         # default evaluates by looking: the first movable task is taken
         ev = looked if p == "default" else (d["evaluated"] + d["taken_leader_dst"]) / passes
         if p == "default":
-            base = {"ns": ns or 1.0, "ev": ev or 1.0}
+            base = {"sel": sel or 1.0, "ev": ev or 1.0}
         print(
-            f"{p:10s} {d['attempts']:7d} {ns:9.0f} {ns / base['ns']:6.2f} "
-            f"{looked:11.2f} {ev:9.2f} {ev / base['ev']:6.2f} {d['migrated']:6d}"
+            f"{p:10s} {d['attempts']:7d} {sel + det:9.0f} {sel:8.0f} {sel / base['sel']:6.2f} "
+            f"{det:8.0f} {looked:11.2f} {ev:9.2f} {ev / base['ev']:6.2f} {d['migrated']:6d} "
+            f"{d['picked_none']:6d} {d['active_moved']:6d}"
         )
     if bad:
         print("\n".join(f"note: {b}" for b in bad))

@@ -60,7 +60,9 @@ def test_policy_switches_and_selects_across_nodes(guest: qemu_check.GuestRun, po
     assert guest.policy_set[policy] == policy
     d = guest.delta(policy)
     assert d["attempts"] > 0 and d["migrated"] > 0, d
-    assert d["select_ns"] > 0, d
+    assert d["select_ns"] > 0 and d["detach_ns"] > 0, d
+    assert d["picked_none"] <= d["attempts"], d
+    assert d["active_leader"] <= d["active_moved"], d
     if policy != "default":
         assert d["evaluated"] + d["taken_leader_dst"] > 0, d
     if policy in ("tm", "mb", "bce", "excl_base"):

@@ -37,6 +37,7 @@ def test_stats_rows_and_deltas(run: qemu_check.GuestRun) -> None:
             verdicts = (d["evaluated"] + d["taken_leader_dst"] + d["skipped_leader"]
                         + d["skipped_leader_src"] + d["skipped_seen"])
             assert d["visited"] == d["rejected"] + verdicts
+        assert d["picked_none"] <= d["attempts"]
 
 
 def test_a_clean_run_has_no_problems(run: qemu_check.GuestRun) -> None:
