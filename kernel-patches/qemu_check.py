@@ -9,7 +9,10 @@ The guest is qemu-system-x86_64 (TCG: KVM guests hang on these machines) with
 Debian's busybox-static, guest/init.sh and guest/numa_lb_stress.c.  init.sh
 switches kernel.sched_numa_lb_policy at run time, runs a multithreaded mix
 under every policy and prints tagged lines on the serial console, which
-parse_console() turns into a GuestRun.
+parse_console() turns into a GuestRun.  Before the mix it makes the sysctl
+writes whose results the kernel documents (SYSCTL_WRITES) and checks the
+access rules of /proc/<pid>/numa_lb_migrations; after it, one program runs
+with NUMA balancing on so that page migrations are counted.
 
 `run` prints a summary and exits non-zero when a check fails; the pytest tier
 (tests/kernel/test_qemu_numa.py) asserts the same checks one by one.
@@ -56,6 +59,36 @@ STAT_FIELDS = (
     "select_ns",
     "detach_ns",
 )
+# /proc/<pid>/numa_lb_migrations, in file order
+MIGRATION_KEYS = (
+    "migrations",
+    "migrations_xnode",
+    "balance",
+    "balance_xnode",
+    "active_balance",
+    "active_balance_xnode",
+    "wakeup",
+    "wakeup_xnode",
+    "numa_balancing",
+    "numa_balancing_xnode",
+    "numa_swap",
+    "numa_swap_xnode",
+    "other",
+    "other_xnode",
+    "numa_pages_migrated",
+)
+# Writes to kernel.sched_numa_lb_policy the guest makes while the policy is
+# mb (guest/numa_lb_stress.c sysctl_cases[]) and their documented result;
+# all but "newline" must leave the policy unchanged.
+SYSCTL_WRITES = {
+    "empty": "EINVAL",  # write(fd, "", 0)
+    "4k": "EINVAL",  # 4096 bytes
+    "upper": "EINVAL",  # "EXCL": names are lower case
+    "offset": "EINVAL",  # "excl" at file offset 1
+    "nul": "EINVAL",  # "tm\0"
+    "tail": "EINVAL",  # "tm\nx": nothing may follow the newline
+    "newline": "ok",  # "excl\n": one trailing newline is fine
+}
 KMSG_TAIL = re.compile(r"\[\s*\d+\.\d{6}\].*$")
 SPLAT = re.compile(
     r"WARNING:|BUG:|possible circular locking|inconsistent lock state|"
@@ -76,6 +109,9 @@ class GuestRun:
     stats_before: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
     stats_after: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
     stress: list[dict[str, str]] = field(default_factory=list)
+    slab: dict[str, dict[str, int]] = field(default_factory=dict)
+    access: dict[str, dict[str, str]] = field(default_factory=dict)
+    numabal: dict[str, str] = field(default_factory=dict)
     dmesg: list[str] = field(default_factory=list)
     done: bool = False
 
@@ -85,28 +121,56 @@ class GuestRun:
         after = self.stats_after[policy][policy]
         return {k: after[k] - before[k] for k in STAT_FIELDS}
 
+    def zombies(self, prefix: str = "") -> list[dict[str, str]]:
+        """The final numa_lb_migrations of each stress program whose tag starts
+        with @prefix, as its parent read it from the zombie."""
+        return [
+            s for s in self.stress if s.get("check") == "zombie" and s["tag"].startswith(prefix)
+        ]
+
     def splats(self) -> list[str]:
         """Kernel warnings anywhere: on the console (everything printk'd at
         loglevel 7) or in the dmesg dump at the end."""
         return [ln for ln in self.console.splitlines() if SPLAT.search(ln)]
 
 
-def parse_console(text: str) -> GuestRun:
-    run = GuestRun(console=text, returncode=0, seconds=0.0)
+TAGGED = re.compile(
+    r"(TOPO|KERNEL|SLAB|SYSCTL|ACCESS|POLICY|STATS_BEFORE|STATS_AFTER|STRESS|"
+    r"NUMABAL|DMESG|GUEST DONE)"
+    r"( .*)?$"
+)
+
+
+def tagged_lines(text: str) -> list[tuple[str, str]]:
+    """(tag, rest) of each of our lines.  Kernel printk lines may interleave
+    with ours on the console: a printk that lands in the middle of our line
+    is cut off, and the rest of our line, which the console then puts on the
+    next line, is joined back."""
+    out: list[tuple[str, str]] = []
+    cut = False
     for raw in text.splitlines():
         line = raw.strip("\r")
-        # Kernel printk lines may interleave with ours on the console.
-        m = re.search(
-            r"(TOPO|KERNEL|SYSCTL|POLICY|STATS_BEFORE|STATS_AFTER|STRESS|DMESG|GUEST DONE)"
-            r"( .*)?$",
-            line,
-        )
+        m = TAGGED.search(line)
         if not m:
+            if cut and line.strip() and not line.lstrip().startswith("["):
+                tag, rest = out[-1]
+                out[-1] = (tag, rest + line.strip())
+            cut = False
             continue
         tag, rest = m.group(1), (m.group(2) or "").strip()
+        cut = False
         if tag != "DMESG":
-            # a printk that lands in the middle of our line: cut it off
-            rest = KMSG_TAIL.sub("", rest).strip()
+            kept = KMSG_TAIL.sub("", rest)
+            cut = kept != rest
+            rest = kept if cut else rest.strip()
+        out.append((tag, rest))
+    return out
+
+
+def parse_console(text: str) -> GuestRun:
+    run = GuestRun(console=text, returncode=0, seconds=0.0)
+    for tag, rest in tagged_lines(text):
+        rest = rest.strip()
         if tag == "TOPO":
             kv = dict(w.split("=", 1) for w in rest.split())
             if "online" in kv:
@@ -116,8 +180,16 @@ def parse_console(text: str) -> GuestRun:
                 run.topo[int(kv["node"])] = (kv["cpus"], dist)
         elif tag == "KERNEL":
             run.kernel = rest
+        elif tag == "SLAB":
+            name, *kv = rest.split()
+            run.slab[name] = {k: int(v) for k, v in (w.split("=", 1) for w in kv)}
         elif tag == "SYSCTL":
             run.sysctl.update(w.split("=", 1) for w in rest.split() if "=" in w)
+        elif tag == "ACCESS":
+            kv = dict(w.split("=", 1) for w in rest.split() if "=" in w)
+            run.access[kv.pop("file", "")] = kv
+        elif tag == "NUMABAL":
+            run.numabal.update(w.split("=", 1) for w in rest.split() if "=" in w)
         elif tag == "POLICY":
             name, setting = rest.split()
             run.policy_set[name] = setting.split("=", 1)[1]
@@ -246,6 +318,70 @@ def boot(
         return run
 
 
+def sysctl_problems(run: GuestRun) -> list[str]:
+    """The documented result of each write to kernel.sched_numa_lb_policy."""
+    bad = []
+    if run.sysctl.get("invalid") != "rejected" or run.sysctl.get("after") != "default":
+        bad.append(f"invalid sysctl write not rejected cleanly: {run.sysctl}")
+    for case, want in SYSCTL_WRITES.items():
+        got = run.sysctl.get(f"write_{case}")
+        after = run.sysctl.get(f"after_{case}")
+        want_after = "excl" if case == "newline" else "mb"
+        if got != want or after != want_after:
+            bad.append(
+                f"sysctl write {case}: {got} (want {want}), policy after {after} "
+                f"(want {want_after})"
+            )
+    if run.sysctl.get("unprivileged") != "EACCES":
+        bad.append(f"unprivileged sysctl open: {run.sysctl.get('unprivileged')}")
+    if run.sysctl.get("after_unprivileged") != "mb":
+        bad.append(f"unprivileged write changed the policy: {run.sysctl}")
+    if run.sysctl.get("reset") != "default":
+        bad.append(f"policy not back to default: {run.sysctl.get('reset')}")
+    return bad
+
+
+def migration_problems(run: GuestRun, policies: list[str]) -> list[str]:
+    """/proc/<pid>/numa_lb_migrations: access rules, per-program checks, and
+    the programs' cross-node moves against the policy counters."""
+    bad = []
+    for f in ("numa_lb_migrations", "numa_maps"):
+        if run.access.get(f) != {"open": "EACCES", "held": "ok"}:
+            bad.append(
+                f"/proc/1/{f} as nobody: {run.access.get(f)} (want EACCES at open, "
+                "a file opened before dropping privileges readable)"
+            )
+    if run.access.get("after_exec") != {"before": "ok", "after": "EACCES"}:
+        bad.append(f"numa_lb_migrations across execve: {run.access.get('after_exec')}")
+    zombies = run.zombies()
+    if not zombies:
+        bad.append("no numa_lb_migrations read from a zombie")
+    for z in zombies:
+        if z.get("ok") != "1" or any(k not in z for k in MIGRATION_KEYS):
+            bad.append(f"numa_lb_migrations of {z['tag']}: {z}")
+    for p in policies:
+        if p not in run.stats_after:
+            continue
+        d = run.delta(p)
+        zs = run.zombies(f"{p}-")
+        for key, stat in (("balance_xnode", "migrated"), ("active_balance_xnode", "active_moved")):
+            moved = sum(int(z.get(key, 0)) for z in zs)
+            if moved > d[stat]:
+                bad.append(f"policy {p}: programs' {key} {moved} > {stat} {d[stat]}")
+    for s in run.stress:
+        if s.get("check") in ("migrations", "cumulative", "numa_pages") and s.get("ok") != "1":
+            bad.append(f"numa_lb_migrations check failed: {s}")
+    nb = run.zombies("numabal-")
+    if run.numabal and nb:
+        vm = int(run.numabal.get("vmstat_numa_pages_migrated", "0"))
+        mine = int(nb[0].get("numa_pages_migrated", "0"))
+        if mine > vm or (vm > 0 and mine == 0):
+            bad.append(f"numa_pages_migrated {mine} vs /proc/vmstat numa_pages_migrated +{vm}")
+    elif not nb:
+        bad.append("the NUMA-balancing program did not run")
+    return bad
+
+
 def problems(run: GuestRun, policies: list[str], topo: Topology) -> list[str]:
     """Every check of the kernel's QEMU test, as readable failures."""
     bad = []
@@ -257,10 +393,7 @@ def problems(run: GuestRun, policies: list[str], topo: Topology) -> list[str]:
     want = {n: (cpulist(topo, n), topo.slit()[n]) for n in range(topo.sockets)}
     if run.topo != want:
         bad.append(f"topology {run.topo} != {want}")
-    if run.sysctl.get("invalid") != "rejected" or run.sysctl.get("after") != "default":
-        bad.append(f"invalid sysctl write not rejected cleanly: {run.sysctl}")
-    if run.sysctl.get("unprivileged") != "EACCES":
-        bad.append(f"unprivileged sysctl open: {run.sysctl.get('unprivileged')}")
+    bad += sysctl_problems(run)
     for p in policies:
         if run.policy_set.get(p) != p:
             bad.append(f"policy {p} read back as {run.policy_set.get(p)}")
@@ -277,15 +410,18 @@ def problems(run: GuestRun, policies: list[str], topo: Topology) -> list[str]:
         for other in POLICIES:
             if other == p:
                 continue
+            # attempts move when a pass starts; a pass that straddles the
+            # switch (a descheduled vCPU) may still add to other counters
             b, a = run.stats_before[p][other], run.stats_after[p][other]
             if a["attempts"] != b["attempts"]:
                 bad.append(f"policy {p} in force but {other}'s counters moved")
-    checks = [s for s in run.stress if "check" in s]
+    checks = [s for s in run.stress if s.get("check") in ("touched", "running", "joined", "munmap")]
     if not checks:
         bad.append("no numa_rss checks reported")
     for s in checks:
         if s.get("ok") != "1":
             bad.append(f"numa_rss invariant failed: {s}")
+    bad += migration_problems(run, policies)
     if run.splats():
         bad.append("kernel splat:\n" + "\n".join(run.splats()[:40]))
     return bad
@@ -301,9 +437,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(
         f"qemu_check: {run.kernel} booted and ran {len(policies)} policies in {run.seconds:.0f} s"
     )
+    for name, sizes in run.slab.items():
+        print(f"  slab {name}: " + " ".join(f"{k}={v}" for k, v in sizes.items()))
     for p in policies:
         if p in run.stats_after:
             print(f"  {p:10s} " + " ".join(f"{k}={v}" for k, v in run.delta(p).items()))
+    for z in run.zombies():
+        print(f"  {z['tag']:12s} " + " ".join(f"{k}={z.get(k)}" for k in MIGRATION_KEYS))
+    if run.numabal:
+        print(f"  numa balancing: {run.numabal}")
     bad = problems(run, policies, topo)
     for b in bad:
         print(f"FAIL: {b}")

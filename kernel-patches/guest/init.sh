@@ -24,10 +24,30 @@ for n in /sys/devices/system/node/node[0-9]*; do
 	echo "TOPO node=${n##*node} cpus=$(cat "$n/cpulist") distance=$(cat "$n/distance" | tr ' ' ,)"
 done
 echo "KERNEL $(uname -r)"
+# Per-process kernel memory: the slab objects a process costs
+for c in mm_struct signal_cache task_struct; do
+	d=/sys/kernel/slab/$c
+	[ -e $d ] && echo "SLAB $c object_size=$(cat $d/object_size) slab_size=$(cat $d/slab_size)"
+done
 echo "SYSCTL initial=$(cat $sysctl 2>&1) mode=$(stat -c %a $sysctl 2>&1)"
 if echo bogus > $sysctl 2>/dev/null; then res=accepted; else res=rejected; fi
 echo "SYSCTL invalid=$res after=$(cat $sysctl)"
-echo "SYSCTL unprivileged=$(/bin/numa_lb_stress unpriv-write $sysctl)"
+# Malformed writes fail with EINVAL and leave the policy alone (mb, so that
+# "unchanged" is not "back to the default"); so does a write as non-root.
+echo mb > $sysctl
+for c in empty 4k upper offset nul tail; do
+	echo "SYSCTL write_$c=$(/bin/numa_lb_stress sysctl-write $sysctl $c) after_$c=$(cat $sysctl)"
+done
+echo "SYSCTL unprivileged=$(/bin/numa_lb_stress unpriv-write $sysctl) after_unprivileged=$(cat $sysctl)"
+# One trailing newline is fine.
+echo "SYSCTL write_newline=$(/bin/numa_lb_stress sysctl-write $sysctl newline) after_newline=$(cat $sysctl)"
+echo default > $sysctl
+echo "SYSCTL reset=$(cat $sysctl)"
+# numa_lb_migrations takes numa_maps' access check, at open time
+for f in numa_lb_migrations numa_maps; do
+	echo "ACCESS file=$f $(/bin/numa_lb_stress unpriv-read /proc/1/$f)"
+done
+echo "ACCESS file=after_exec $(/bin/numa_lb_stress exec-read)"
 
 for p in $policies; do
 	echo "$p" > $sysctl
@@ -41,6 +61,19 @@ for p in $policies; do
 	wait
 	sed "s/^/STATS_AFTER $p /" /proc/sched_numa_lb_stats
 done
+
+# NUMA balancing on, one thread pinned away from its pages: the pages it
+# moves are the process's numa_pages_migrated.
+vm() { grep "^$1 " /proc/vmstat | cut -d' ' -f2; }
+nb=/sys/kernel/debug/sched/numa_balancing
+if [ -w /proc/sys/kernel/numa_balancing ]; then
+	[ -d $nb ] && echo 0 > $nb/scan_delay_ms && echo 100 > $nb/scan_period_min_ms
+	before=$(vm numa_pages_migrated)
+	echo 1 > /proc/sys/kernel/numa_balancing
+	/bin/numa_lb_stress numa-pages 8 "$seconds" numabal-0
+	echo 0 > /proc/sys/kernel/numa_balancing
+	echo "NUMABAL vmstat_numa_pages_migrated=$(( $(vm numa_pages_migrated) - before ))"
+fi
 
 echo "VMSTAT $(grep -E '^(numa_|pgmigrate)' /proc/vmstat | tr '\n' ' ')"
 dmesg | sed 's/^/DMESG /'

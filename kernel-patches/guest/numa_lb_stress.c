@@ -5,25 +5,49 @@
  * workers stream over it until the deadline.  Meanwhile the leader checks
  * the kMLB invariant: the per-node counts of /proc/self/numa_rss add up to
  * the resident pages of /proc/self/statm (within the stock RSS's own
- * per-thread batching) and are never negative.  After unmapping the data
- * the counts must drop by what was unmapped.
+ * per-thread batching) and are never negative (the file shows the counts
+ * as kept).  After unmapping the data the counts must drop by what was
+ * unmapped.
+ *
+ * It also checks /proc/<pid>/numa_lb_migrations: while all threads run, its
+ * total lies between the sums of se.nr_migrations of the threads read
+ * around it; it keeps the workers' counts after they exit; and the parent,
+ * which forks the program and reads the file of the zombie before reaping
+ * it, checks the final counts (every key present, the causes add up, no
+ * cross-node count above its total).
  *
  *   numa_lb_stress <threads> <MiB> <seconds> <tag>
+ *   numa_lb_stress numa-pages <MiB> <seconds> <tag>
+ *   numa_lb_stress sysctl-write <sysctl file> <case>
  *   numa_lb_stress unpriv-write <sysctl file>
+ *   numa_lb_stress unpriv-read <proc file>
+ *   numa_lb_stress exec-read
  *
- * The second form drops to uid/gid 65534 and tries to open the file for
- * writing; it prints the errno name (EACCES expected) or "opened".
+ * numa-pages: one thread touches the data, then pins itself to a CPU of
+ * another node and reads it for the given time (NUMA balancing, if on,
+ * moves the pages after it); it reports the pages its numa_lb_migrations
+ * counts as migrated by NUMA balancing.
+ * sysctl-write writes one malformed or valid value (see sysctl_cases[]) and
+ * prints "ok" or the errno name.  unpriv-write drops to uid/gid 65534 and
+ * opens the file for writing: the errno name (EACCES expected) or "opened".
+ * unpriv-read prints "open=<result> held=<result>": opening the file after
+ * dropping to uid/gid 65534, and reading a file opened before dropping.
+ * exec-read opens /proc/self/numa_lb_migrations, execs itself and reads the
+ * inherited file again: "before=ok after=<errno name or ok>".
  *
  * Output lines start with "STRESS <tag>" so the host can parse them.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -34,7 +58,113 @@
 static volatile unsigned char *data;
 static size_t data_len;
 static double deadline;
+static volatile int stop;
 static const char *tag;
+static int result_fd = -1;	/* to the parent: our last migration count */
+
+/* The keys of /proc/<pid>/numa_lb_migrations, in file order. */
+static const char *const mig_keys[] = {
+	"migrations", "migrations_xnode",
+	"balance", "balance_xnode", "active_balance", "active_balance_xnode",
+	"wakeup", "wakeup_xnode", "numa_balancing", "numa_balancing_xnode",
+	"numa_swap", "numa_swap_xnode", "other", "other_xnode",
+	"numa_pages_migrated",
+};
+#define NR_MIG_KEYS (sizeof(mig_keys) / sizeof(mig_keys[0]))
+
+static const char *errno_name(int err)
+{
+	switch (err) {
+	case EINVAL: return "EINVAL";
+	case EACCES: return "EACCES";
+	case EPERM: return "EPERM";
+	case ESRCH: return "ESRCH";
+	case ENOENT: return "ENOENT";
+	default: return strerror(err);
+	}
+}
+
+/*
+ * Parse a numa_lb_migrations file (from @fd at offset 0, or @path): the
+ * values in mig_keys[] order.  Returns 0, or -errno, or -EPROTO when the
+ * file is not what it should be.
+ */
+static int read_migrations_fd(int fd, unsigned long *val)
+{
+	char buf[2048], key[64];
+	unsigned long v;
+	ssize_t len;
+	size_t i = 0;
+	char *line;
+	int n;
+
+	if (lseek(fd, 0, SEEK_SET) < 0)
+		return -errno;
+	len = read(fd, buf, sizeof(buf) - 1);
+	if (len < 0)
+		return -errno;
+	buf[len] = 0;
+	for (line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+		if (sscanf(line, "%63s %lu%n", key, &v, &n) != 2 || line[n] ||
+		    i >= NR_MIG_KEYS || strcmp(key, mig_keys[i]))
+			return -EPROTO;
+		val[i++] = v;
+	}
+	return i == NR_MIG_KEYS ? 0 : -EPROTO;
+}
+
+static int read_migrations(const char *path, unsigned long *val)
+{
+	int fd = open(path, O_RDONLY), ret;
+
+	if (fd < 0)
+		return -errno;
+	ret = read_migrations_fd(fd, val);
+	close(fd);
+	return ret;
+}
+
+/* The causes add up to the total, no cross-node count exceeds its total. */
+static int migrations_consistent(const unsigned long *val)
+{
+	unsigned long sum = 0, sum_x = 0;
+	size_t i;
+
+	for (i = 2; i + 1 < NR_MIG_KEYS; i += 2) {
+		sum += val[i];
+		sum_x += val[i + 1];
+		if (val[i + 1] > val[i])
+			return 0;
+	}
+	return sum == val[0] && sum_x == val[1] && val[1] <= val[0];
+}
+
+/* Sum of se.nr_migrations over our threads, -1 if unreadable. */
+static long sum_nr_migrations(void)
+{
+	DIR *dir = opendir("/proc/self/task");
+	struct dirent *de;
+	char path[300], line[256];
+	long sum = 0, v;
+	FILE *f;
+
+	if (!dir)
+		return -1;
+	while ((de = readdir(dir))) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/sched", de->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;	/* exited meanwhile */
+		while (fgets(line, sizeof(line), f))
+			if (sscanf(line, "se.nr_migrations : %ld", &v) == 1)
+				sum += v;
+		fclose(f);
+	}
+	closedir(dir);
+	return sum;
+}
 
 static double now(void)
 {
@@ -45,7 +175,7 @@ static double now(void)
 }
 
 /* Per-node pages; returns the number of nodes, -1 if the file is absent. */
-static int read_numa_rss(long *pages, long *sum, int *negative)
+static int read_numa_rss(long *pages, long *sum, long *min)
 {
 	char buf[1024];
 	FILE *f = fopen("/proc/self/numa_rss", "r");
@@ -54,7 +184,7 @@ static int read_numa_rss(long *pages, long *sum, int *negative)
 	char *p;
 
 	*sum = 0;
-	*negative = 0;
+	*min = 0;
 	if (!f)
 		return -1;
 	if (!fgets(buf, sizeof(buf), f)) {
@@ -67,8 +197,8 @@ static int read_numa_rss(long *pages, long *sum, int *negative)
 			return -1;
 		pages[node] = val;
 		*sum += val;
-		if (val < 0)
-			*negative = 1;
+		if (!n || val < *min)
+			*min = val;
 		n++;
 	}
 	return n;
@@ -92,7 +222,7 @@ static void *worker(void *arg)
 	unsigned long sum = 0;
 	size_t i;
 
-	while (now() < deadline) {
+	while (!stop) {
 		for (i = 0; i < 4096; i++) {
 			size_t off;
 
@@ -107,18 +237,296 @@ static void *worker(void *arg)
 
 static int check(const char *when, int nthreads)
 {
-	long pages[MAX_NODES], sum, rss, slack = (long)RSS_SLACK_PER_THREAD * (nthreads + 1);
-	int negative, nodes = read_numa_rss(pages, &sum, &negative);
+	long pages[MAX_NODES], sum, rss, min, slack = (long)RSS_SLACK_PER_THREAD * (nthreads + 1);
+	int ok, nodes = read_numa_rss(pages, &sum, &min);
 
 	rss = read_rss_pages();
 	if (nodes < 0) {
 		printf("STRESS %s check=%s numa_rss=absent\n", tag, when);
 		return 1;
 	}
-	printf("STRESS %s check=%s nodes=%d numa_rss_sum=%ld rss=%ld ok=%d\n",
-	       tag, when, nodes, sum, rss,
-	       !negative && labs(sum - rss) <= slack);
-	return !negative && labs(sum - rss) <= slack ? 0 : 1;
+	ok = min >= 0 && labs(sum - rss) <= slack;
+	printf("STRESS %s check=%s nodes=%d numa_rss_sum=%ld rss=%ld min_node=%ld ok=%d\n",
+	       tag, when, nodes, sum, rss, min, ok);
+	return !ok;
+}
+
+/*
+ * With every thread alive, the group's total is the sum of the threads'
+ * se.nr_migrations: read it between two reads of the file.
+ */
+static int check_migrations_live(unsigned long *after)
+{
+	unsigned long a[NR_MIG_KEYS], b[NR_MIG_KEYS];
+	long nr;
+	int ok;
+
+	if (read_migrations("/proc/self/numa_lb_migrations", a) ||
+	    (nr = sum_nr_migrations()) < 0 ||
+	    read_migrations("/proc/self/numa_lb_migrations", b)) {
+		printf("STRESS %s check=migrations file=unreadable ok=0\n", tag);
+		return 1;
+	}
+	ok = a[0] <= (unsigned long)nr && (unsigned long)nr <= b[0] &&
+	     migrations_consistent(b);
+	printf("STRESS %s check=migrations before=%lu nr_migrations=%ld after=%lu ok=%d\n",
+	       tag, a[0], nr, b[0], ok);
+	*after = b[0];
+	return !ok;
+}
+
+/* After the workers exited: their moves are still counted. */
+static int check_migrations_kept(unsigned long running)
+{
+	unsigned long v[NR_MIG_KEYS];
+	int ok;
+
+	ok = !read_migrations("/proc/self/numa_lb_migrations", v) &&
+	     v[0] >= running && migrations_consistent(v);
+	printf("STRESS %s check=cumulative running=%lu joined=%lu ok=%d\n",
+	       tag, running, ok ? v[0] : 0, ok);
+	return !ok;
+}
+
+/* Our last word to the parent: the total as we saw it before exiting. */
+static void report_final(void)
+{
+	unsigned long v[NR_MIG_KEYS];
+	char buf[32];
+	int len;
+
+	if (result_fd < 0 || read_migrations("/proc/self/numa_lb_migrations", v))
+		return;
+	len = snprintf(buf, sizeof(buf), "%lu\n", v[0]);
+	if (write(result_fd, buf, len) != len)
+		perror("write");
+}
+
+static int cpu_node(int cpu)
+{
+	char path[96];
+	int node;
+
+	for (node = 0; node < MAX_NODES; node++) {
+		snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d/node%d",
+			 cpu, node);
+		if (!access(path, F_OK))
+			return node;
+	}
+	return -1;
+}
+
+/* A CPU on neither @node nor the node we run on: pinning us there moves us. */
+static int pick_cpu_away(int node)
+{
+	int cpu, ncpus = sysconf(_SC_NPROCESSORS_CONF);
+	int here = cpu_node(sched_getcpu());
+
+	for (cpu = 0; cpu < ncpus; cpu++)
+		if (cpu_node(cpu) != node && cpu_node(cpu) != here)
+			return cpu;
+	return -1;
+}
+
+/*
+ * One thread, pinned away from its data: NUMA balancing (if on) moves the
+ * pages to it, and the group's numa_pages_migrated must count them.
+ */
+static int numa_pages(size_t mib, int seconds)
+{
+	long pages[MAX_NODES], sum, min, best = -1;
+	unsigned long v[NR_MIG_KEYS], acc = 0;
+	int node, home = 0, nodes, cpu, ok;
+	size_t i;
+	cpu_set_t set;
+
+	data_len = mib << 20;
+	data = mmap(NULL, data_len, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (data == MAP_FAILED) {
+		perror("mmap");
+		return 1;
+	}
+	memset((void *)data, 1, data_len);
+	nodes = read_numa_rss(pages, &sum, &min);
+	for (node = 0; node < nodes; node++)
+		if (pages[node] > best) {
+			best = pages[node];
+			home = node;
+		}
+	cpu = pick_cpu_away(home);
+	CPU_ZERO(&set);
+	CPU_SET(cpu < 0 ? 0 : cpu, &set);
+	if (cpu < 0 || sched_setaffinity(0, sizeof(set), &set)) {
+		printf("STRESS %s check=numa_pages pin=failed ok=0\n", tag);
+		return 1;
+	}
+	deadline = now() + seconds;
+	while (now() < deadline)
+		for (i = 0; i < data_len; i += 4096)
+			acc += data[i];
+	read_numa_rss(pages, &sum, &min);
+	ok = !read_migrations("/proc/self/numa_lb_migrations", v) &&
+	     migrations_consistent(v) && v[12] >= 1 && v[13] >= 1;
+	/* the pin was an "other" move to another node: other, other_xnode */
+	printf("STRESS %s check=numa_pages home=%d cpu=%d home_pages_after=%ld numa_pages_migrated=%lu other_xnode=%lu acc=%lu ok=%d\n",
+	       tag, home, cpu, pages[home], ok ? v[14] : 0, ok ? v[13] : 0,
+	       acc & 1, ok);
+	report_final();
+	return !ok;
+}
+
+/*
+ * Fork; the child runs the program, the parent reads the child's
+ * numa_lb_migrations once it is a zombie, then reaps it.
+ */
+static int run_forked(int (*body)(void *), void *arg)
+{
+	unsigned long v[NR_MIG_KEYS], final = 0;
+	int pipefd[2], status, ok, err;
+	char buf[32] = "";
+	char path[64];
+	siginfo_t si;
+	ssize_t len;
+	pid_t pid;
+	size_t i;
+
+	fflush(stdout);
+	if (pipe(pipefd)) {
+		perror("pipe");
+		return 1;
+	}
+	pid = fork();
+	if (pid < 0) {
+		perror("fork");
+		return 1;
+	}
+	if (!pid) {
+		close(pipefd[0]);
+		result_fd = pipefd[1];
+		exit(body(arg));
+	}
+	close(pipefd[1]);
+	len = read(pipefd[0], buf, sizeof(buf) - 1);
+	close(pipefd[0]);
+	if (len > 0)
+		final = strtoul(buf, NULL, 10);
+	/* wait for the exit, but leave the zombie */
+	if (waitid(P_PID, pid, &si, WEXITED | WNOWAIT)) {
+		perror("waitid");
+		return 1;
+	}
+	snprintf(path, sizeof(path), "/proc/%d/numa_lb_migrations", pid);
+	err = read_migrations(path, v);
+	ok = !err && len > 0 && migrations_consistent(v) && v[0] >= final;
+	printf("STRESS %s check=zombie", tag);
+	if (!err)
+		for (i = 0; i < NR_MIG_KEYS; i++)
+			printf(" %s=%lu", mig_keys[i], v[i]);
+	else
+		printf(" error=%s", err == -EPROTO ? "format" : errno_name(-err));
+	printf(" self_final=%lu ok=%d\n", final, ok);
+	fflush(stdout);
+	if (waitpid(pid, &status, 0) != pid) {
+		perror("waitpid");
+		return 1;
+	}
+	return (!WIFEXITED(status) || WEXITSTATUS(status)) || !ok;
+}
+
+/* The writes the QEMU test makes to kernel.sched_numa_lb_policy. */
+static const struct {
+	const char *name;
+	const char *val;	/* NULL: 4 KiB of 'a' */
+	size_t len;
+	off_t off;
+} sysctl_cases[] = {
+	{ "empty", "", 0, 0 },
+	{ "4k", NULL, 4096, 0 },
+	{ "upper", "EXCL", 4, 0 },
+	{ "newline", "excl\n", 5, 0 },
+	{ "offset", "excl", 4, 1 },
+	{ "nul", "tm\0", 3, 0 },
+	{ "tail", "tm\nx", 4, 0 },
+};
+
+static int sysctl_write(const char *path, const char *name)
+{
+	static char big[4096];
+	const char *val;
+	size_t i;
+	ssize_t n;
+	int fd;
+
+	for (i = 0; i < sizeof(sysctl_cases) / sizeof(sysctl_cases[0]); i++)
+		if (!strcmp(sysctl_cases[i].name, name))
+			break;
+	if (i == sizeof(sysctl_cases) / sizeof(sysctl_cases[0])) {
+		printf("unknown-case\n");
+		return 2;
+	}
+	memset(big, 'a', sizeof(big));
+	val = sysctl_cases[i].val ? sysctl_cases[i].val : big;
+	fd = open(path, O_WRONLY);
+	if (fd < 0) {
+		printf("%s\n", errno_name(errno));
+		return 1;
+	}
+	n = pwrite(fd, val, sysctl_cases[i].len, sysctl_cases[i].off);
+	if (n < 0)
+		printf("%s\n", errno_name(errno));
+	else if ((size_t)n != sysctl_cases[i].len)
+		printf("short\n");
+	else
+		printf("ok\n");
+	close(fd);
+	return 0;
+}
+
+static int unpriv_read(const char *path)
+{
+	char buf[4096];
+	int held = open(path, O_RDONLY), fd;
+	const char *open_res, *held_res;
+
+	if (setgid(65534) || setuid(65534)) {
+		printf("setuid-failed\n");
+		return 1;
+	}
+	fd = open(path, O_RDONLY);
+	open_res = fd >= 0 ? "opened" : errno_name(errno);
+	if (fd >= 0)
+		close(fd);
+	if (held < 0)
+		held_res = errno_name(errno);
+	else
+		held_res = read(held, buf, sizeof(buf)) > 0 ? "ok" : errno_name(errno);
+	printf("open=%s held=%s\n", open_res, held_res);
+	return 0;
+}
+
+/* Open our numa_lb_migrations, exec ourselves, read it again. */
+static int exec_read(int argc, char **argv)
+{
+	unsigned long v[NR_MIG_KEYS];
+	char fdarg[16];
+	int fd, err;
+
+	if (argc == 3) {		/* after the exec */
+		err = read_migrations_fd(atoi(argv[2]), v);
+		printf("before=ok after=%s\n", err ? errno_name(-err) : "ok");
+		return 0;
+	}
+	fd = open("/proc/self/numa_lb_migrations", O_RDONLY);
+	if (fd < 0 || read_migrations_fd(fd, v)) {
+		printf("before=failed\n");
+		return 1;
+	}
+	snprintf(fdarg, sizeof(fdarg), "%d", fd);
+	fflush(stdout);
+	execl("/proc/self/exe", argv[0], "exec-read", fdarg, (char *)NULL);
+	printf("before=ok after=exec-failed\n");
+	return 1;
 }
 
 static int unpriv_write(const char *path)
@@ -139,28 +547,66 @@ static int unpriv_write(const char *path)
 	return 0;
 }
 
+struct stress_args {
+	int nthreads;
+	size_t mib;
+	int seconds;
+};
+
+static int stress(void *arg);
+
+static int numa_pages_body(void *arg)
+{
+	const struct stress_args *a = arg;
+
+	return numa_pages(a->mib, a->seconds);
+}
+
 int main(int argc, char **argv)
 {
-	int nthreads, seconds, i, bad = 0;
-	long before, after, pages[MAX_NODES];
-	pthread_t *tids;
-	size_t mib;
-	int negative;
+	static struct stress_args a;
 
+	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc == 3 && !strcmp(argv[1], "unpriv-write"))
 		return unpriv_write(argv[2]);
+	if (argc == 3 && !strcmp(argv[1], "unpriv-read"))
+		return unpriv_read(argv[2]);
+	if (argc == 4 && !strcmp(argv[1], "sysctl-write"))
+		return sysctl_write(argv[2], argv[3]);
+	if (argc >= 2 && argc <= 3 && !strcmp(argv[1], "exec-read"))
+		return exec_read(argc, argv);
+	if (argc == 5 && !strcmp(argv[1], "numa-pages")) {
+		a.mib = strtoul(argv[2], NULL, 10);
+		a.seconds = atoi(argv[3]);
+		tag = argv[4];
+		if (!a.mib || a.seconds <= 0)
+			return 2;
+		return run_forked(numa_pages_body, &a);
+	}
 	if (argc != 5) {
 		fprintf(stderr, "usage: %s threads MiB seconds tag\n", argv[0]);
 		return 2;
 	}
-	nthreads = atoi(argv[1]);
-	mib = strtoul(argv[2], NULL, 10);
-	seconds = atoi(argv[3]);
+	a.nthreads = atoi(argv[1]);
+	a.mib = strtoul(argv[2], NULL, 10);
+	a.seconds = atoi(argv[3]);
 	tag = argv[4];
-	if (nthreads < 0 || nthreads > 256 || !mib || seconds <= 0) {
+	if (a.nthreads < 0 || a.nthreads > 256 || !a.mib || a.seconds <= 0) {
 		fprintf(stderr, "bad arguments\n");
 		return 2;
 	}
+	return run_forked(stress, &a);
+}
+
+static int stress(void *arg)
+{
+	const struct stress_args *a = arg;
+	int nthreads = a->nthreads, seconds = a->seconds, i, bad = 0;
+	long before, after, pages[MAX_NODES], min;
+	unsigned long running = 0;
+	int live_checked = 0;
+	size_t mib = a->mib;
+	pthread_t *tids;
 
 	data_len = mib << 20;
 	data = mmap(NULL, data_len, PROT_READ | PROT_WRITE,
@@ -181,20 +627,29 @@ int main(int argc, char **argv)
 		}
 	while (now() < deadline) {
 		bad |= check("running", nthreads);
+		if (!live_checked && now() > deadline - seconds + 0.5) {
+			bad |= check_migrations_live(&running);
+			live_checked = 1;
+		}
 		usleep(200000);
 	}
+	if (!live_checked)
+		bad |= check_migrations_live(&running);
+	stop = 1;
 	for (i = 0; i < nthreads; i++)
 		pthread_join(tids[i], NULL);
 	bad |= check("joined", nthreads);
+	bad |= check_migrations_kept(running);
 
-	read_numa_rss(pages, &before, &negative);
+	read_numa_rss(pages, &before, &min);
 	munmap((void *)data, data_len);
-	read_numa_rss(pages, &after, &negative);
+	read_numa_rss(pages, &after, &min);
 	/* Every page of the mapping was resident and is now gone. */
 	i = before - after == (long)(data_len / sysconf(_SC_PAGESIZE));
 	printf("STRESS %s check=munmap dropped=%ld expected=%ld ok=%d\n", tag,
 	       before - after, (long)(data_len / sysconf(_SC_PAGESIZE)), i);
 	bad |= !i;
 	printf("STRESS %s done bad=%d\n", tag, bad);
+	report_final();
 	return bad;
 }

@@ -7,7 +7,7 @@ checks of kernel-patches/qemu_check.py so a failure names what broke.
 import pytest
 import qemu_check
 from numa_lb.qemu import cpulist, guest_topology
-from qemu_check import POLICIES
+from qemu_check import MIGRATION_KEYS, POLICIES, SYSCTL_WRITES
 
 TOPO = guest_topology()
 
@@ -46,13 +46,41 @@ def test_kernel_is_the_patched_one(guest: qemu_check.GuestRun) -> None:
     assert guest.sysctl["mode"] == "644"
 
 
+def test_per_process_slab_objects_are_reported(guest: qemu_check.GuestRun) -> None:
+    # mm_struct carries numa_rss, signal_cache the thread counts and the
+    # group's migration counts; their sizes are the per-process cost
+    for cache in ("mm_struct", "signal_cache", "task_struct"):
+        assert guest.slab[cache]["object_size"] > 0, guest.slab
+
+
 def test_invalid_policy_is_rejected_and_changes_nothing(guest: qemu_check.GuestRun) -> None:
     assert guest.sysctl["invalid"] == "rejected"
     assert guest.sysctl["after"] == "default"
 
 
+@pytest.mark.parametrize("case", SYSCTL_WRITES)
+def test_sysctl_write_gets_its_documented_result(guest: qemu_check.GuestRun, case: str) -> None:
+    # written while the policy is mb: malformed writes leave it there
+    assert guest.sysctl[f"write_{case}"] == SYSCTL_WRITES[case]
+    assert guest.sysctl[f"after_{case}"] == ("excl" if case == "newline" else "mb")
+
+
 def test_unprivileged_write_is_denied(guest: qemu_check.GuestRun) -> None:
     assert guest.sysctl["unprivileged"] == "EACCES"
+    assert guest.sysctl["after_unprivileged"] == "mb"
+    assert guest.sysctl["reset"] == "default"
+
+
+@pytest.mark.parametrize("name", ["numa_lb_migrations", "numa_maps"])
+def test_migrations_file_is_checked_at_open_like_numa_maps(
+    guest: qemu_check.GuestRun, name: str
+) -> None:
+    # nobody may not open init's file; a file root opened stays readable
+    assert guest.access[name] == {"open": "EACCES", "held": "ok"}
+
+
+def test_migrations_file_does_not_follow_an_execve(guest: qemu_check.GuestRun) -> None:
+    assert guest.access["after_exec"] == {"before": "ok", "after": "EACCES"}
 
 
 @pytest.mark.parametrize("policy", POLICIES)
@@ -89,10 +117,65 @@ def test_numa_rss_drops_by_what_was_unmapped(guest: qemu_check.GuestRun) -> None
     assert all(s["ok"] == "1" for s in unmaps), unmaps
 
 
+def test_group_migrations_are_the_threads_nr_migrations(guest: qemu_check.GuestRun) -> None:
+    # with every thread alive: file total <= sum of se.nr_migrations <= file total
+    live = [s for s in guest.stress if s.get("check") == "migrations"]
+    assert len(live) == 5 * len(POLICIES)
+    assert all(s["ok"] == "1" for s in live), [s for s in live if s["ok"] != "1"]
+    assert sum(int(s["after"]) for s in live) > 0
+
+
+def test_group_migrations_outlive_their_threads(guest: qemu_check.GuestRun) -> None:
+    kept = [s for s in guest.stress if s.get("check") == "cumulative"]
+    assert len(kept) == 5 * len(POLICIES)
+    assert all(s["ok"] == "1" for s in kept), [s for s in kept if s["ok"] != "1"]
+
+
+def test_zombie_migrations_are_complete_and_consistent(guest: qemu_check.GuestRun) -> None:
+    zombies = guest.zombies()
+    assert len(zombies) == 5 * len(POLICIES) + 1
+    for z in zombies:
+        assert z["ok"] == "1", z
+        v = {k: int(z[k]) for k in MIGRATION_KEYS}
+        causes = MIGRATION_KEYS[2:-1]
+        assert v["migrations"] == sum(v[k] for k in causes[0::2])
+        assert v["migrations_xnode"] == sum(v[k] for k in causes[1::2])
+        assert all(v[k + "_xnode"] <= v[k] for k in causes[0::2])
+    # the mix moves tasks across nodes by load balancing and on wakeup
+    total = {k: sum(int(z[k]) for z in zombies) for k in MIGRATION_KEYS}
+    assert total["balance_xnode"] > 0 and total["wakeup"] > 0, total
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_programs_cross_node_moves_are_within_the_policy_counters(
+    guest: qemu_check.GuestRun, policy: str
+) -> None:
+    # every cross-node detach or active move of a program under @policy is
+    # one of the row's migrated / active_moved (other tasks make the rest)
+    d = guest.delta(policy)
+    zs = guest.zombies(f"{policy}-")
+    assert len(zs) == 5
+    assert sum(int(z["balance_xnode"]) for z in zs) <= d["migrated"]
+    assert sum(int(z["active_balance_xnode"]) for z in zs) <= d["active_moved"]
+
+
+def test_numa_balancing_page_migrations_are_counted(guest: qemu_check.GuestRun) -> None:
+    (z,) = guest.zombies("numabal-")
+    (pinned,) = [s for s in guest.stress if s.get("check") == "numa_pages"]
+    assert pinned["ok"] == "1", pinned
+    # pinning itself to a CPU of another node was an "other" cross-node move
+    assert int(z["other_xnode"]) >= 1, z
+    vm = int(guest.numabal["vmstat_numa_pages_migrated"])
+    mine = int(z["numa_pages_migrated"])
+    assert vm > 0, "NUMA balancing migrated no page: nothing was checked"
+    assert 0 < mine <= vm, (mine, vm)
+
+
 def test_every_stress_program_finished_clean(guest: qemu_check.GuestRun) -> None:
     done = [s for s in guest.stress if "done" in s]
     assert len(done) == 5 * len(POLICIES)
     assert all(s["bad"] == "0" for s in done), done
+    assert qemu_check.migration_problems(guest, list(POLICIES)) == []
 
 
 def test_dmesg_is_clean(guest: qemu_check.GuestRun) -> None:

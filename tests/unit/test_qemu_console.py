@@ -1,12 +1,13 @@
 """qemu_check's console parser and checks, on a console captured from a real
 boot of the release kernel (kernel-patches/qemu_check.py run --console-out)."""
 
+import re
 from pathlib import Path
 
 import pytest
 import qemu_check
 from numa_lb.qemu import guest_topology, qemu_args
-from qemu_check import POLICIES
+from qemu_check import MIGRATION_KEYS, POLICIES, SYSCTL_WRITES
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures/kernel/qemu-console-release.txt"
 
@@ -23,6 +24,12 @@ def test_parses_topology_and_sysctl(run: qemu_check.GuestRun) -> None:
     assert run.sysctl["invalid"] == "rejected"
     assert run.sysctl["unprivileged"] == "EACCES"
     assert run.kernel.startswith("6.1.")
+    for case, want in SYSCTL_WRITES.items():
+        assert run.sysctl[f"write_{case}"] == want
+    assert run.access["numa_maps"] == {"open": "EACCES", "held": "ok"}
+    assert run.access["after_exec"] == {"before": "ok", "after": "EACCES"}
+    assert set(run.slab) == {"mm_struct", "signal_cache", "task_struct"}
+    assert run.slab["mm_struct"]["slab_size"] >= run.slab["mm_struct"]["object_size"] > 0
 
 
 def test_stats_rows_and_deltas(run: qemu_check.GuestRun) -> None:
@@ -40,6 +47,14 @@ def test_stats_rows_and_deltas(run: qemu_check.GuestRun) -> None:
         assert d["picked_none"] <= d["attempts"]
 
 
+def test_zombie_records(run: qemu_check.GuestRun) -> None:
+    zombies = run.zombies()
+    assert len(zombies) == 5 * len(POLICIES) + 1
+    assert all(set(MIGRATION_KEYS) <= set(z) for z in zombies)
+    assert len(run.zombies("tm-")) == 5 and len(run.zombies("numabal-")) == 1
+    assert "vmstat_numa_pages_migrated" in run.numabal
+
+
 def test_a_clean_run_has_no_problems(run: qemu_check.GuestRun) -> None:
     assert qemu_check.problems(run, list(POLICIES), guest_topology()) == []
 
@@ -55,8 +70,31 @@ def test_problems_are_reported(run: qemu_check.GuestRun) -> None:
     assert "invalid sysctl write" in bad
     assert "numa_rss invariant failed" in bad
     assert "kernel splat" in bad
+    # the old handler accepted "tm\0" and "tm\nx"; a readable file after exec
+    broken = qemu_check.parse_console(
+        re.sub(
+            r"(check=zombie .*) ok=1",
+            r"\1 ok=0",
+            text.replace("write_nul=EINVAL after_nul=mb", "write_nul=ok after_nul=tm").replace(
+                "before=ok after=EACCES", "before=ok after=ok"
+            ),
+            count=1,
+        )
+    )
+    bad = "\n".join(qemu_check.problems(broken, list(POLICIES), guest_topology()))
+    assert "sysctl write nul: ok (want EINVAL), policy after tm" in bad
+    assert "numa_lb_migrations across execve" in bad
+    assert "numa_lb_migrations of " in bad
     # a different topology is noticed
     assert any("topology" in b for b in qemu_check.problems(run, [], guest_topology(distance=20)))
+
+
+def test_programs_moving_more_than_the_policy_counted_is_reported() -> None:
+    run = qemu_check.parse_console(FIXTURE.read_text())
+    (z,) = [z for z in run.zombies("mb-") if z["tag"] == "mb-0"]
+    z["balance_xnode"] = str(run.delta("mb")["migrated"] + 1)
+    bad = qemu_check.migration_problems(run, ["mb"])
+    assert any("policy mb: programs' balance_xnode" in b for b in bad), bad
 
 
 def test_truncated_console_is_not_done() -> None:
@@ -84,3 +122,18 @@ def test_printk_in_the_middle_of_a_line_is_cut_off() -> None:
     run = qemu_check.parse_console(line + "\n")
     assert run.stress == [{"tag": "excl_base-11", "check": "running", "nodes": "4",
                            "numa_rss_sum": "1233", "rss": "1232", "ok": "1"}]
+
+
+def test_the_rest_of_a_line_cut_by_a_printk_is_joined_back() -> None:
+    # captured from a real bench boot: the console put the rest of our line
+    # after the kernel's message, on the next line
+    text = (
+        "STRESS default-11 check=running nodes=4 numa_rss_sum=1216 rss=1045 "
+        "min_node=[   16.689815] hrtimer: interrupt took 384540140 ns\r\n"
+        "0 ok=1\r\n"
+        "[   16.700000] another kernel line\r\n"
+        "STRESS default-8 check=running nodes=4 ok=1\r\n"
+    )
+    run = qemu_check.parse_console(text)
+    assert run.stress[0]["min_node"] == "0" and run.stress[0]["ok"] == "1"
+    assert [s["tag"] for s in run.stress] == ["default-11", "default-8"]
