@@ -64,6 +64,7 @@ sys.path.insert(0, str(ROOT / "configs"))
 from numa_lb.kernel_cmdline import INIT_PATH, guest_args  # noqa: E402 - one command line
 
 WORKLOADS = ROOT / "workloads"
+DAEMONS = ROOT / "daemons"
 INIT = HERE / "init" / "numa-lb-init"
 PREFIX = "/opt/numa-lb"
 assert INIT_PATH == f"{PREFIX}/sbin/numa-lb-init", "the init lives under PREFIX"
@@ -201,6 +202,9 @@ def input_files(workloads: Path = WORKLOADS, init: Path = INIT) -> dict[str, Pat
             continue
         if p.name == "Makefile" or p.suffix in (".c", ".h", ".py"):
             files[f"workloads/{rel.as_posix()}"] = p
+    for p in sorted(DAEMONS.glob("*")):  # the policy daemons and their counter library
+        if p.is_file() and (p.name == "Makefile" or p.suffix in (".c", ".h", ".py")):
+            files[f"daemons/{p.name}"] = p
     files["disk-image/init/numa-lb-init"] = init
     for p in sorted(init.parent.glob("*.py")):  # the init's phase modules, next to it
         files[f"disk-image/init/{p.name}"] = p
@@ -673,7 +677,8 @@ def find_ext4(image: Path, partition: int | None = None) -> int:
 
 def stage_files(tmp: Path, manifest: dict[str, object], parsec: Path | None = None) -> Path:
     """Our files under TMP/root as they go into the image: PREFIX/bin (make install:
-    m5, the workloads, mixrunner.py and its mix_*.py, parsec_catalog.py),
+    m5, the workloads, mixrunner.py and its mix_*.py, parsec_catalog.py; the
+    policy daemons' Python files, their libnlbctr.so in PREFIX/lib),
     PREFIX/sbin/numa-lb-init with its init_*.py, and PREFIX/manifest.json.  The
     compile happens in TMP, not in the source tree."""
     root = tmp / "root"
@@ -681,6 +686,12 @@ def stage_files(tmp: Path, manifest: dict[str, object], parsec: Path | None = No
     run(
         [
             "make", "-s", "-C", str(WORKLOADS), "install", f"O={tmp / 'build'}",
+            f"DESTDIR={root}", f"PREFIX={PREFIX}",
+        ]
+    )  # fmt: skip
+    run(
+        [
+            "make", "-s", "-C", str(DAEMONS), "install", f"O={tmp / 'build-daemons'}",
             f"DESTDIR={root}", f"PREFIX={PREFIX}",
         ]
     )  # fmt: skip

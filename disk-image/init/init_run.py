@@ -8,16 +8,45 @@ Stdlib only, Python >= 3.6 (see numa-lb-init).
 # ruff: noqa: UP006, UP031, UP035, UP045
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
 import threading
+import time
 from typing import IO, Any, Dict, List, Optional
 
 from init_formats import JobError
 from init_system import read_file
 
 DEFAULT_WATCHDOG_S = 3600.0
+# The user-level, counter-driven policies: the job names one, this init starts
+# its daemon (daemons/numa_lb_daemon.py, installed in PREFIX/bin) beside the
+# mix runner. The same four names as daemons/ and the sweep's POLICIES.
+DAEMON_POLICIES = ("imar", "imar2", "devil", "plb")
+DAEMON_READY_S = 120.0  # guest seconds for the daemon to open its counters
+DAEMON_STOP_S = 30.0  # after SIGTERM, for its summary
+M5_ADDR_BASE = "0xFFFF0000"  # m5 --addr's default window (workloads/m5ops)
+
+
+def daemon_argv(
+    python: str, prefix: str, job: Dict[str, Any], outdir: str, backend: str, addr: bool
+) -> List[str]:
+    """How the init starts the daemon of the job's policy (the host tests
+    compare against this); the daemon reads the mix runner's pid from stdin."""
+    policy = job["policy"]
+    params = job.get("daemon_params") or {}
+    if not isinstance(params, dict):
+        raise JobError("daemon_params must be a JSON object")
+    argv = [python, os.path.join(prefix, "bin", "numa_lb_daemon.py"), policy,
+            "--log", os.path.join(outdir, "daemon-%s.jsonl" % policy),
+            "--parent-from-stdin", "--backend", backend,
+            "--params", json.dumps(params, sort_keys=True)]  # fmt: skip
+    if isinstance(job.get("seed"), int):
+        argv += ["--seed", str(job["seed"])]
+    if addr:
+        argv += ["--m5-addr", M5_ADDR_BASE]
+    return argv
 
 
 def default_watchdog(job: Dict[str, Any], opts: Dict[str, Any]) -> float:
@@ -79,6 +108,9 @@ class Run:
         }
         if self.host:
             env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+        daemon = None
+        if job.get("policy") in DAEMON_POLICIES:
+            daemon = self.start_daemon(job, python, env)  # refuses (JobError) before the mix
         self.log("run: %s" % " ".join(argv))
         out = open(os.path.join(self.rundir, "mixrunner.out"), "wb")
         self.proc = subprocess.Popen(
@@ -86,12 +118,76 @@ class Run:
             stdin=subprocess.DEVNULL,
         )  # fmt: skip
         out.close()
+        if daemon is not None:
+            self.give_parent(daemon, self.proc.pid)
         err_path = os.path.join(self.rundir, "mixrunner.err")
         t = threading.Thread(target=self._tee, args=(self.proc.stderr, err_path), daemon=True)
         t.start()
         rc = self.proc.wait()
         t.join(10)
+        if daemon is not None:
+            self.stop_daemon(daemon)
         return rc
+
+    # ------------------------------------------------------------- daemon
+
+    def start_daemon(self, job: Dict[str, Any], python: str, env: Dict[str, str]) -> Any:
+        """Start the policy's daemon and wait for its 'ready' line: a daemon that
+        cannot run here (no counters under QEMU) exits first, and its one-line
+        reason fails the job before any program starts."""
+        argv = daemon_argv(python, self.prefix, job, self.outdir, self.backend or "host",
+                           self.m5_options() == ["--addr"])  # fmt: skip
+        self.log("daemon: %s" % " ".join(argv))
+        err = open(os.path.join(self.rundir, "daemon.err"), "wb")
+        p = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env,
+            start_new_session=True,
+        )  # fmt: skip
+        err.close()
+        self.daemon = p
+        line = b""
+        deadline = time.monotonic() + DAEMON_READY_S
+        while not line.endswith(b"\n") and time.monotonic() < deadline:
+            r, _, _ = select.select([p.stdout], [], [], max(0.0, deadline - time.monotonic()))
+            if not r:
+                break
+            chunk = os.read(p.stdout.fileno(), 256)
+            if not chunk:
+                break
+            line += chunk
+        text = line.decode(errors="replace").strip()
+        if text.startswith("numa-lb-daemon: ready"):
+            self.log(text)
+            self.status["daemon"] = {"policy": job["policy"], "ready": text}
+            return p
+        try:
+            rc = p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            rc = p.wait()
+        why = read_file(os.path.join(self.rundir, "daemon.err")).strip().splitlines()
+        msg = why[-1] if why else "no 'ready' within %.0f s (%r)" % (DAEMON_READY_S, text)
+        self.status["daemon"] = {"policy": job["policy"], "exit": rc, "error": msg}
+        raise JobError("daemon %s (exit %s): %s" % (job["policy"], rc, msg))
+
+    def give_parent(self, p: Any, pid: int) -> None:
+        try:
+            p.stdin.write(b"%d\n" % pid)
+            p.stdin.close()
+        except OSError as e:
+            self.log("daemon: cannot hand it the mix runner's pid: %s" % e)
+
+    def stop_daemon(self, p: Any) -> None:
+        """SIGTERM; the daemon writes its summary and exits (else SIGKILL)."""
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+        try:
+            rc = p.wait(DAEMON_STOP_S)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            rc = p.wait()
+        self.status.setdefault("daemon", {})["exit"] = rc
+        self.log("daemon exit %s" % rc)
 
     def _tee(self, pipe: IO[bytes], path: str) -> None:
         with open(path, "wb") as f:
@@ -102,7 +198,11 @@ class Run:
 
     def kill_job(self) -> None:
         """SIGKILL the mix runner and everything below it (each program runs in a
-        session of its own, so the runner's process group is not enough)."""
+        session of its own, so the runner's process group is not enough), and
+        the policy daemon if there is one."""
+        d = getattr(self, "daemon", None)
+        if d is not None and d.poll() is None:
+            d.kill()
         p = getattr(self, "proc", None)
         if p is not None and p.poll() is None:
             victims = [p.pid] + descendants(p.pid)
