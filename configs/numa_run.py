@@ -12,7 +12,10 @@ A run restored from it, with its own NUMA factor, policy and workload:
         --job RUN/job.json --restore-checkpoint CKPT_RUN/cpt
 
 The guest's job (a mix runner job, workloads/README.md) reaches the guest
-through gem5's readfile; the init hands its result files back with m5
+through gem5's readfile (``readfile.bin``, a copy of ``job.tar``; the counter
+bridge then answers the policy daemons' sample requests, m5 workbegin 3, in
+the same file: numa_lb/counter_bridge.py, ``counter_bridge.json``); the init
+hands its result files back with m5
 writefile (``<outdir>/guest-<name>``, collected into ``<outdir>/guest/``) or,
 if that fails, on the serial console. ``roi.json`` records every exit event
 and the ROI ticks; the stats dump at the guest's workend is the ROI.
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -43,6 +47,7 @@ sys.path.insert(0, str(CONFIGS))
 sys.path.insert(0, str(REPO / "disk-image"))
 
 import guest_io  # noqa: E402  (disk-image/: the job and result formats)
+from numa_lb.counter_bridge import READFILE_NAME, CounterBridge  # noqa: E402
 from numa_lb.hammer_hierarchy import NumaHammerCacheHierarchy  # noqa: E402
 from numa_lb.kernel_cmdline import guest_args, image_boot  # noqa: E402
 from numa_lb.numa_board import NumaX86Board  # noqa: E402
@@ -173,6 +178,8 @@ def main() -> None:
     )
     kernel_args += args.kernel_arg
     readfile = job_tar(args, outdir)
+    if readfile is not None:  # served to m5 readfile: the job, then counter samples
+        readfile = Path(shutil.copyfile(readfile, outdir / READFILE_NAME))
     board.set_kernel_disk_workload(
         kernel=KernelResource(local_path=str(args.kernel)),
         disk_image=DiskImageResource(local_path=str(args.disk_image), root_partition=None),
@@ -199,6 +206,20 @@ def main() -> None:
     tick_limit = None
     if args.max_sim_seconds is not None:
         tick_limit = start_tick + int(args.max_sim_seconds * 1e12)
+    bridge = None
+    if readfile is not None:
+        bridge = CounterBridge(
+            outdir=outdir,
+            readfile=readfile,
+            root=m5.objects.Root.getInstance,
+            tick=m5.curTick,
+            active_cores=lambda: [c.get_simobject().path() for c in processor.get_cores()],
+            sockets=[topology.cpus_of_socket(s) for s in range(topology.sockets)],
+            cpu_clock_hz=topology.cpu_clock_hz,
+            reset_tick=start_tick,  # the first simulate() resets the statistics
+            config=outdir / "config.json",
+            in_roi=lambda: protocol.state.value == "roi",
+        )
     protocol = RoiProtocol(
         outdir=outdir,
         tick=lambda: m5.curTick(),
@@ -212,6 +233,8 @@ def main() -> None:
         work_id=lambda: simulator.get_last_exit_event_code(),
         tick_limit=tick_limit,
         set_max_ticks=lambda ticks: simulator.set_max_ticks(ticks),
+        sample=bridge.sample if bridge else None,
+        before_reset=bridge.before_reset if bridge else None,
     )
     simulator = Simulator(board=board, on_exit_event=protocol.handlers(ExitEvent))
     if tick_limit is not None:
@@ -225,6 +248,9 @@ def main() -> None:
         f"{simulator.get_last_exit_event_cause()}",
         flush=True,
     )
+    if bridge is not None and bridge.samples:
+        bridge.write_record()
+        print(f"numa_run: counter bridge: {bridge.record()['samples']} samples", flush=True)
     console = outdir / CONSOLE_FILE
     status = guest_io.collect_gem5(outdir, outdir / "guest", GUEST_PREFIX, console)
     if args.job is not None:

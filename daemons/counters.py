@@ -94,16 +94,17 @@ class Gem5Bridge:
         r = lib.nlb_m5_probe(why, 256)
         if r != 1:
             raise CounterError(f"not under gem5, no counter bridge: {why.value.decode()}")
-        self.seq = 0
+        self.seq = 0  # the bridge numbers the requests of the whole run; ours only grow
         self.buf = ctypes.create_string_buffer(REPLY_MAX)
         self.work_id = lib.nlb_sample_work_id()
 
     def read(self) -> Dict[str, Any]:
-        self.seq += 1
-        n = self.lib.nlb_gem5_sample(self.seq, self.buf, REPLY_MAX)
+        n = self.lib.nlb_gem5_sample(self.seq + 1, self.buf, REPLY_MAX)
         if n < 0:
             raise CounterError(f"counter bridge: readfile failed: {os.strerror(-n)}")
-        return parse_reply(self.buf.raw[:n].decode("utf-8", "replace"), self.seq)
+        d = parse_reply(self.buf.raw[:n].decode("utf-8", "replace"), self.seq)
+        self.seq = d["seq"]
+        return d
 
 
 class PerfCounters:
@@ -180,8 +181,9 @@ def perf_error(err: int, cpu: int) -> str:
 _NUM_LISTS = ("insts", "busy_cycles", "llc_misses")
 
 
-def parse_reply(text: str, seq: Optional[int] = None) -> Dict[str, Any]:
-    """The bridge's JSON reply, checked: a stale or foreign file is an error."""
+def parse_reply(text: str, last_seq: Optional[int] = None) -> Dict[str, Any]:
+    """The bridge's JSON reply, checked: a stale or foreign file is an error
+    (the bridge numbers its replies; one not newer than LAST_SEQ is stale)."""
     try:
         d = json.loads(text)
     except ValueError as e:
@@ -190,10 +192,11 @@ def parse_reply(text: str, seq: Optional[int] = None) -> Dict[str, Any]:
         raise CounterError(f"counter bridge reply is not a schema-{SCHEMA} sample: {text[:80]!r}")
     if d.get("error"):
         raise CounterError(f"counter bridge: {d['error']}")
-    if seq is not None and d.get("seq") != seq:
+    s = d.get("seq")
+    if not isinstance(s, int) or (last_seq is not None and s <= last_seq):
         raise CounterError(
-            f"counter bridge reply is for request {d.get('seq')!r}, not {seq}: the run "
-            "script did not answer (is this gem5 run started by configs/numa_run.py?)"
+            f"counter bridge reply {s!r} is not newer than {last_seq}: the run script did "
+            "not answer (is this gem5 run started by configs/numa_run.py?)"
         )
     check_sample(d)
     return d
@@ -355,3 +358,15 @@ def online_cpus(sys_root: str = "/sys") -> List[int]:
             a, _, b = part.partition("-")
             out.extend(range(int(a), int(b or a) + 1))
     return out
+
+
+_DEFAULT = None  # type: Optional[Counters]
+
+
+def sample(kind: str = "auto", backend: Optional[str] = None) -> Dict[str, Any]:
+    """The one call: this machine's per-CPU counters now (the source is opened
+    on first use: the gem5 bridge under gem5, perf_event_open elsewhere)."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = open_source(kind, backend)
+    return _DEFAULT.sample()

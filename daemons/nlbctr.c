@@ -79,6 +79,8 @@ int64_t nlb_gem5_sample(uint64_t seq, char *buf, uint64_t len)
 
 	if (!buf || len < 2)
 		return -EINVAL;
+	/* threadid = our request number: gem5 shows it in its debug output
+	 * only; the handler gets the work id, so the reply numbers itself */
 	m5_work_begin(NLB_SAMPLE_WORK_ID, seq);
 	while (got < len - 1) {	/* one byte kept for the NUL */
 		n = m5_read_file(buf + got, len - 1 - got, got);

@@ -13,7 +13,10 @@ The guest init drives it with m5 pseudo-instructions (disk-image/init):
     m5 exit          -->  stop
 
 Only work items with the mix runner's id (``ROI_WORK_ID``, the init's
-``roi_workid``) open and close the ROI. Programs that mark work items of their
+``roi_workid``) open and close the ROI. A workbegin with the counter
+bridge's id (``SAMPLE_WORK_ID``, 3) is a policy daemon asking for a counter
+sample: it goes to ``sample`` (numa_lb/counter_bridge.py), is not written to
+``roi.json`` one by one, and resumes the simulation. Programs that mark work items of their
 own (PARSEC's hooks) reach the same exit events with another id: they are
 recorded in ``roi.json`` and otherwise ignored, so they cannot reset or dump the
 ROI's statistics mid-run.
@@ -35,6 +38,7 @@ from typing import Any
 
 ROI_RECORD_NAME = "roi.json"
 ROI_WORK_ID = 1  # the mix runner's work item (disk-image/init: roi_workid, default 1)
+SAMPLE_WORK_ID = 3  # a counter-bridge request (daemons/counters.py, numa_lb/counter_bridge.py)
 
 
 BOOT_RECORD_NAME = "boot_topology.json"  # written into the checkpoint directory
@@ -124,6 +128,8 @@ class RoiProtocol:
         roi_work_id: int = ROI_WORK_ID,
         tick_limit: int | None = None,
         set_max_ticks: Callable[[int], None] | None = None,
+        sample: Callable[[], None] | None = None,
+        before_reset: Callable[[], None] | None = None,
     ) -> None:
         self._path = outdir / ROI_RECORD_NAME
         self._tick = tick
@@ -140,6 +146,10 @@ class RoiProtocol:
         # absolute cap is re-armed here with what is left of it.
         self._tick_limit = tick_limit
         self._set_max_ticks = set_max_ticks
+        # the counter bridge: answers work id SAMPLE_WORK_ID; told before a reset
+        self._sample = sample
+        self._before_reset = before_reset
+        self.samples = 0
         self._switched = False
         self.record: dict[str, Any] = dict(record or {})
         self.record.update(
@@ -186,6 +196,10 @@ class RoiProtocol:
         wid = self._work_id() if self._work_id is not None else self._roi_work_id
         if wid == self._roi_work_id:
             return False
+        if wid == SAMPLE_WORK_ID and self._sample is not None and name == "workbegin":
+            self._sample()
+            self.samples += 1
+            return True
         self._event(name, work_id=wid, action="ignored (not the ROI's work id)")
         self._write()
         return True
@@ -195,6 +209,8 @@ class RoiProtocol:
             if self._foreign_work_item("workbegin"):
                 yield False
                 continue
+            if self._before_reset is not None:
+                self._before_reset()
             if self._switch_cpus is not None and not self._switched:
                 self._switch_cpus()
                 self._switched = True

@@ -1,0 +1,286 @@
+"""The gem5 side of the daemons' counter bridge (daemons/counters.py).
+
+x86 gem5 gives the guest no PMU. A guest daemon that wants per-core counters
+executes ``m5 workbegin 3 <seq>`` (``SAMPLE_WORK_ID``); gem5 stops at the
+exit event, the run script's handler (``RoiProtocol``, work id 3) calls
+``CounterBridge.sample(seq)``, which reads gem5's live statistics, writes the
+reply (JSON, ``daemons/counters.py`` ``SCHEMA``) to the file gem5 serves to
+``m5 readfile`` and returns; the simulation resumes and the guest reads the
+reply with ``m5 readfile``. gem5 v24.0.0.1 opens the readfile file anew on
+every call (src/sim/pseudo_inst.cc ``readfile``: ``::open`` + ``lseek`` +
+``read`` + ``close`` per call), so a reply written between two requests is
+what the next read returns; the reply is written to a temporary file and
+renamed over the served path, so a read never sees half a reply.
+
+Per core, cumulative since the bridge began (the ROI's stats reset does not
+reset them: the values before each reset are kept as offsets):
+
+- ``insts``: committed instructions (``commitStats0.numInsts`` of the core's
+  CPUs, the switched-out one included);
+- ``busy_cycles``: non-idle cycles: the active CPU's ``notIdleFraction``
+  (a tick-weighted average since the last reset) times the ticks since that
+  reset, over the clock period. gem5's own ``numBusyCycles`` multiplies by
+  ``numCycles``, which a halted TimingSimpleCPU updates only at its next
+  activity, and a switched-out CPU keeps its last ``notIdleFraction``;
+- ``llc_misses``: demand misses of the core's L2 (the LLC under MOESI_hammer);
+- ``mem_requests[s][d]``: demand requests (GETS/GETX) of socket s's caches
+  homed at node d, from the request network's throttle counts
+  (``analysis/results/gem5stats.remote_requests``, the same derivation the
+  reports use); gem5 counts them per link, not per core, so the guest splits a
+  socket's requests between its cores by their LLC misses.
+
+Reading statistics does not reset or dump them: the ROI's stats dump is the
+same with or without samples. The bridge's host time per sample is measured
+(``host_ms`` in each reply, and ``counter_bridge.json`` in the output
+directory with the tick of each sample, so the analysis can take the
+samples inside the ROI out of its host-time figures). Imports nothing from
+gem5: the caller passes the live statistics' root and callables.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+SAMPLE_WORK_ID = 3  # 1: the mix runner's ROI, 2: PARSEC's hooks
+RECORD_NAME = "counter_bridge.json"
+READFILE_NAME = "readfile.bin"  # the file gem5 serves to m5 readfile (job first, then replies)
+REPLY_SCHEMA = 1
+COST_KEEP = 100_000  # per-sample records kept in counter_bridge.json
+
+_CPU_IDX = re.compile(r"(\d+)\.core\.")
+_CACHE_IDX = re.compile(r"(?:core_caches|l1_cntrl|L1Cache_Controller)(\d+)\.")
+INSTS = ".core.commitStats0.numInsts"
+NOT_IDLE = ".core.exec_context.thread_0.notIdleFraction"
+LLC_MISSES = ".L2cache.m_demand_misses"
+_NETWORK = re.compile(r"\.routers\d+\.throttle\d+\.msg_count\.(Request|Writeback)_Control$")
+DIR_REQUESTS = ".requestToDir.m_msg_count"
+
+
+def walk(group: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """(full name, Info) of every statistic below a gem5 stats Group, named as
+    in stats.txt (``board.processor.switch0.core.commitStats0.numInsts``)."""
+    for info in group.getStats():
+        yield prefix + info.name, info
+    for name, child in group.getStatGroups().items():
+        yield from walk(child, f"{prefix}{name}.")
+
+
+_DIR_IDX = re.compile(r"(?:directories|dir_cntrl|Directory_Controller)\d+\.requestToDir\.")
+
+
+def wanted(name: str) -> bool:
+    """The statistics a sample reads (per core and per link; stats.txt names)."""
+    if name.endswith(LLC_MISSES):
+        return _CACHE_IDX.search(name) is not None
+    if name.endswith(DIR_REQUESTS):
+        return _DIR_IDX.search(name) is not None  # not the DMA controllers'
+    return name.endswith((INSTS, NOT_IDLE)) or _NETWORK.search(name) is not None
+
+
+class CounterBridge:
+    """Reads the live statistics and answers the guest's sample requests.
+
+    ``root``: gives the stats Group at the top (gem5's Root SimObject, which
+    exists once the simulation is instantiated); ``tick``:
+    m5.curTick; ``active_cores``: the stats-name prefixes of the CPUs running
+    now, in cpu order (``board.processor.switch0.core``); ``reset_tick``: the
+    tick gem5 last reset the statistics at (the first simulate() resets them
+    at the start tick); ``config``: gem5's config.json (the links and their
+    throttles); ``sockets``: the cpus of each socket.
+    """
+
+    def __init__(
+        self,
+        outdir: Path,
+        readfile: Path,
+        root: Callable[[], Any],
+        tick: Callable[[], int],
+        active_cores: Callable[[], list[str]],
+        sockets: list[list[int]],
+        cpu_clock_hz: float,
+        reset_tick: int,
+        config: Path,
+        in_roi: Callable[[], bool] | None = None,
+    ) -> None:
+        self.outdir, self.readfile, self.root = outdir, readfile, root
+        self.tick, self.active_cores = tick, active_cores
+        self.sockets = [list(s) for s in sockets]
+        self.ncpus = sum(len(s) for s in self.sockets)
+        self.cpu_hz = float(cpu_clock_hz)
+        self.period_ticks = 1e12 / self.cpu_hz  # gem5 ticks are ps
+        self.reset_tick = reset_tick
+        self.config_path = config
+        self.in_roi = in_roi
+        self._index: dict[str, Any] | None = None
+        self._cfg: dict[str, Any] | None = None
+        self.offsets: dict[str, Any] | None = None
+        self.resets = 0
+        self.samples: list[dict[str, Any]] = []
+        self.dropped = 0  # samples beyond COST_KEEP: counted, not itemised
+        self.errors = 0
+
+    # --------------------------------------------------------------- reading
+    def index(self) -> dict[str, Any]:
+        if self._index is None:
+            self._index = {n: i for n, i in walk(self.root()) if wanted(n)}
+        return self._index
+
+    def config(self) -> dict[str, Any] | None:
+        if self._cfg is None and self.config_path.is_file():
+            self._cfg = json.loads(self.config_path.read_text())
+        return self._cfg
+
+    def _values(self) -> dict[str, float]:
+        """The network and directory counters, named as remote_requests wants."""
+        out: dict[str, float] = {}
+        for name, info in self.index().items():
+            if _NETWORK.search(name):
+                for i, v in enumerate(info.value):
+                    out[f"{name}::{i}"] = float(v)
+            elif name.endswith(DIR_REQUESTS):
+                out[name] = float(info.value)
+        return out
+
+    def current(self) -> dict[str, Any]:
+        """Counters since the last statistics reset (not yet with offsets)."""
+        idx = self.index()
+        now = self.tick()
+        insts = [0.0] * self.ncpus
+        llc = [0.0] * self.ncpus
+        busy = [0.0] * self.ncpus
+        active = self.active_cores()
+        for name, info in idx.items():
+            if name.endswith(INSTS):
+                m = _CPU_IDX.search(name)
+                if m and int(m.group(1)) < self.ncpus:
+                    insts[int(m.group(1))] += float(info.value)
+            elif name.endswith(LLC_MISSES):
+                m = _CACHE_IDX.search(name)
+                if m and int(m.group(1)) < self.ncpus:
+                    llc[int(m.group(1))] += float(info.value)
+        for cpu, prefix in enumerate(active[: self.ncpus]):
+            info = idx.get(prefix + NOT_IDLE[len(".core") :])
+            if info is None:
+                raise KeyError(f"no notIdleFraction under {prefix}")
+            info.prepare()  # AvgStor::result needs last == curTick
+            busy[cpu] = float(info.result) * (now - self.reset_tick + 1) / self.period_ticks
+        return {"tick": now, "insts": insts, "llc_misses": llc, "busy_cycles": busy,
+                "mem": self._mem_matrix()}  # fmt: skip
+
+    def _mem_matrix(self) -> dict[str, Any]:
+        cfg = self.config()
+        if cfg is None:
+            return {"matrix": None, "reason": "no config.json yet"}
+        repo = str(Path(__file__).resolve().parents[2])
+        if repo not in sys.path:
+            sys.path.insert(0, repo)
+        from analysis.results.gem5stats import remote_requests  # noqa: PLC0415
+
+        rr = remote_requests(self._values(), cfg)
+        if rr is None or not rr.get("available"):
+            return {"matrix": None, "reason": (rr or {}).get("reason", "no network stats")}
+        req = rr["requests"]
+        n = len(self.sockets)
+        mat = [[0.0] * n for _ in range(n)]
+        for s in range(n):
+            for d in range(n):
+                if s == d:
+                    mat[s][d] = float(req["local_by_socket"].get(d, 0.0))
+                else:
+                    mat[s][d] = float(req["remote_by_link"].get(f"{s}->{d}", 0.0))
+        return {"matrix": mat, "consistent": bool(rr.get("consistent"))}
+
+    # ------------------------------------------------------- stats resets
+    def before_reset(self) -> None:
+        """Called right before gem5's statistics are reset (and the CPUs
+        switched): what was counted so far becomes the offset."""
+        cur = self.current()
+        if self.offsets is None:
+            self.offsets = cur
+        else:
+            for k in ("insts", "llc_misses", "busy_cycles"):
+                self.offsets[k] = [a + b for a, b in zip(self.offsets[k], cur[k], strict=True)]
+            a, b = self.offsets["mem"].get("matrix"), cur["mem"].get("matrix")
+            if a is not None and b is not None:
+                self.offsets["mem"]["matrix"] = [
+                    [x + y for x, y in zip(ra, rb, strict=True)]
+                    for ra, rb in zip(a, b, strict=True)
+                ]
+        self.reset_tick = self.tick()
+        self.resets += 1
+
+    # --------------------------------------------------------------- replies
+    def reply(self, seq: int) -> dict[str, Any]:
+        cur = self.current()
+        off = self.offsets
+        out: dict[str, Any] = {
+            "schema": REPLY_SCHEMA, "source": "gem5", "seq": seq, "tick": cur["tick"],
+            "cpus": list(range(self.ncpus)), "cpu_hz": self.cpu_hz,
+            "sockets": self.sockets, "node_of_socket": list(range(len(self.sockets))),
+            "stats_resets": self.resets,
+        }  # fmt: skip
+        for k in ("insts", "llc_misses", "busy_cycles"):
+            vals = cur[k] if off is None else [a + b for a, b in zip(cur[k], off[k], strict=True)]
+            out[k] = [round(v, 3) for v in vals]
+        mat = cur["mem"].get("matrix")
+        if mat is not None and off is not None and off["mem"].get("matrix") is not None:
+            mat = [[x + y for x, y in zip(ra, rb, strict=True)]
+                   for ra, rb in zip(mat, off["mem"]["matrix"], strict=True)]  # fmt: skip
+        out["mem_requests"] = mat
+        if mat is None:
+            out["mem_reason"] = cur["mem"].get("reason")
+        else:
+            out["mem_consistent"] = cur["mem"].get("consistent")
+        return out
+
+    def sample(self) -> None:
+        """Answer one request: the reply lands in the served readfile. Replies
+        are numbered 1, 2, ... over the run (the exit event carries only the
+        work id, so the guest checks that each reply is newer than the last)."""
+        t0 = time.perf_counter()
+        seq = len(self.samples) + self.dropped + 1
+        try:
+            rep = self.reply(seq)
+        except Exception as e:  # noqa: BLE001 - the guest must get an answer, not a stale file
+            rep = {"schema": REPLY_SCHEMA, "source": "gem5", "seq": seq,
+                   "error": f"{type(e).__name__}: {e}"}  # fmt: skip
+            self.errors += 1
+        host_ms = (time.perf_counter() - t0) * 1e3
+        rep["host_ms"] = round(host_ms, 3)
+        tmp = self.readfile.with_name(self.readfile.name + ".tmp")
+        tmp.write_text(json.dumps(rep, separators=(",", ":")) + "\n")
+        os.replace(tmp, self.readfile)
+        if len(self.samples) >= COST_KEEP:
+            self.dropped += 1
+        else:
+            self.samples.append({
+                "seq": seq, "tick": rep.get("tick", self.tick()), "host_ms": rep["host_ms"],
+                "in_roi": None if self.in_roi is None else bool(self.in_roi()),
+                "error": rep.get("error"),
+            })  # fmt: skip
+
+    def record(self) -> dict[str, Any]:
+        ms = [s["host_ms"] for s in self.samples]
+        roi = [s["host_ms"] for s in self.samples if s["in_roi"]]
+        return {
+            "work_id": SAMPLE_WORK_ID, "samples": len(self.samples) + self.dropped,
+            "errors": self.errors,
+            "host_ms_total": round(sum(ms), 3),
+            "host_ms_mean": round(sum(ms) / len(ms), 3) if ms else None,
+            "host_ms_max": round(max(ms), 3) if ms else None,
+            "samples_in_roi": len(roi), "host_s_in_roi": round(sum(roi) / 1e3, 6),
+            "stats_resets": self.resets, "per_sample": self.samples,
+        }  # fmt: skip
+
+    def write_record(self) -> None:
+        path = self.outdir / RECORD_NAME
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.record(), indent=1) + "\n")
+        tmp.replace(path)

@@ -1,0 +1,108 @@
+"""The host side of the counter bridge without gem5: which live statistics it
+reads (checked on the names of a real run's stats.txt, tests/fixtures/gem5-run)
+and how the ROI protocol routes a daemon's sample request (work id 3) to it.
+Reading the live statistics themselves needs gem5: tests/gem5/test_counter_bridge.py.
+"""
+
+from __future__ import annotations
+
+import json
+import lzma
+import sys
+from enum import Enum
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "configs"))
+sys.path.insert(0, str(ROOT / "daemons"))
+
+import counters  # noqa: E402
+from numa_lb import counter_bridge as cb  # noqa: E402
+from numa_lb.roi import ROI_RECORD_NAME, SAMPLE_WORK_ID, RoiProtocol  # noqa: E402
+
+FIXTURE = ROOT / "tests" / "fixtures" / "gem5-run" / "m5out" / "stats.txt.xz"
+
+
+class Events(Enum):
+    CHECKPOINT = "checkpoint"
+    WORKBEGIN = "workbegin"
+    WORKEND = "workend"
+    EXIT = "exit"
+    MAX_TICK = "max tick"
+    KERNEL_PANIC = "kernel panic"
+    KERNEL_OOPS = "kernel oops"
+    FAIL = "fail"
+
+
+def test_the_statistics_it_reads_on_a_real_runs_names() -> None:
+    names = set()
+    with lzma.open(FIXTURE, "rt") as f:
+        for line in f:
+            tok = line.split()
+            if tok and "::" not in tok[0] and not tok[0].startswith("-"):
+                names.add(tok[0])
+            elif tok and "::" in tok[0]:
+                names.add(tok[0].split("::")[0])  # a vector's name, as the live tree has it
+    got = sorted(n for n in names if cb.wanted(n))
+    # 4 x 1 run: every CPU (boot + ROI) once, each L2 (not L1, not the probe filter)
+    insts = [n for n in got if n.endswith(cb.INSTS)]
+    assert len(insts) == 4 and all(".switch" in n for n in insts)  # start cores printed 0: nozero
+    assert len([n for n in got if n.endswith(cb.NOT_IDLE)]) == 8
+    llc = [n for n in got if n.endswith(cb.LLC_MISSES)]
+    assert llc == [f"board.cache_hierarchy.ruby_system.core_caches{i}.L2cache.m_demand_misses"
+                   for i in range(4)]  # fmt: skip
+    assert len([n for n in got if n.endswith(cb.DIR_REQUESTS)]) == 4  # the directories, no DMA
+    net = [n for n in got if "throttle" in n]
+    assert net and all(n.endswith(("Request_Control", "Writeback_Control")) for n in net)
+    assert not any("L1Dcache" in n or "probeFilter" in n for n in got)
+
+
+def test_one_work_id_on_both_sides() -> None:
+    assert cb.SAMPLE_WORK_ID == SAMPLE_WORK_ID == 3
+    src = (ROOT / "daemons" / "nlbctr.c").read_text()
+    assert "#define NLB_SAMPLE_WORK_ID 3" in src
+    assert counters.SCHEMA == cb.REPLY_SCHEMA
+
+
+def test_sample_requests_go_to_the_bridge_not_to_the_roi(tmp_path: Path) -> None:
+    calls: list[str] = []
+    now = [0]
+    wid = [1]
+    proto = RoiProtocol(
+        outdir=tmp_path, tick=lambda: now[0],
+        reset_stats=lambda: calls.append("reset"), dump_stats=lambda: calls.append("dump"),
+        switch_cpus=lambda: calls.append("switch"), save_checkpoint=lambda p: None,
+        take_checkpoint=None, work_id=lambda: wid[0],
+        sample=lambda: calls.append("sample"), before_reset=lambda: calls.append("offsets"),
+    )  # fmt: skip
+    table = proto.handlers(Events)
+    wid[0] = SAMPLE_WORK_ID
+    assert next(table[Events.WORKBEGIN]) is False  # before the ROI: answered, nothing else
+    assert calls == ["sample"] and proto.state.value == "booting"
+    wid[0] = 1
+    now[0] = 10
+    next(table[Events.WORKBEGIN])
+    # the bridge keeps the counts before the switch and the reset
+    assert calls == ["sample", "offsets", "switch", "reset"]
+    wid[0] = SAMPLE_WORK_ID
+    for _ in range(3):
+        next(table[Events.WORKBEGIN])
+    assert calls.count("sample") == 4 and proto.samples == 4 and proto.state.value == "roi"
+    next(table[Events.WORKEND])  # a workend with id 3 is foreign: recorded, no dump
+    wid[0] = 1
+    next(table[Events.WORKEND])
+    assert calls[-1] == "dump" and calls.count("dump") == 1
+    rec = json.loads((tmp_path / ROI_RECORD_NAME).read_text())
+    events = [(e["event"], e.get("work_id")) for e in rec["events"]]
+    assert events == [("workbegin", None), ("workend", 3), ("workend", None)]
+
+
+def test_without_a_bridge_sample_ids_are_foreign(tmp_path: Path) -> None:
+    proto = RoiProtocol(
+        outdir=tmp_path, tick=lambda: 5, reset_stats=lambda: None, dump_stats=lambda: None,
+        switch_cpus=None, save_checkpoint=lambda p: None, take_checkpoint=None,
+        work_id=lambda: SAMPLE_WORK_ID,
+    )  # fmt: skip
+    next(proto.handlers(Events)[Events.WORKBEGIN])
+    rec = json.loads((tmp_path / ROI_RECORD_NAME).read_text())
+    assert rec["events"][0]["work_id"] == 3 and "ignored" in rec["events"][0]["action"]
