@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fetch, patch, configure and build the study's Linux 6.1 kernel.
 
-    kernel-patches/kbuild.py build [--variant release|debug]   vmlinux + bzImage
+    kernel-patches/kbuild.py build [--variant V]                vmlinux + bzImage
     kernel-patches/kbuild.py kunit                              KUnit suites under UML
     kernel-patches/kbuild.py checkpatch                         checkpatch --strict
     kernel-patches/kbuild.py bisect                             build after every patch
@@ -14,6 +14,11 @@ Everything heavy lives under the cache root ($NUMA_LB_CACHE, default
     tree/<version>/         the working tree: pristine + series checked out
     obj/<variant>/          kbuild O= directory, reused between builds
     artifacts/<build id>/   vmlinux, bzImage, config, build.json
+
+Variants (VARIANTS): `release` (the series, kMLB on), `debug` (release +
+lockdep, KASAN, DEBUG_VM), `nokmlb` (the series with per-node RSS tracking
+compiled out: only excl and excl_base select) and `stock` (the same source and
+config fragments with no patch applied: the paper's unmodified kernel).
 
 The build id hashes the source version, the series and the config fragments,
 so an artifact never goes stale; the object directory and ccache make a
@@ -41,9 +46,19 @@ HERE = Path(__file__).resolve().parent
 SERIES_FILE = HERE / "series"
 CONFIG_DIR = HERE / "config"
 DEBIAN_TARBALL = Path("/usr/src/linux-source-6.1.tar.xz")
+
+
+@dataclass(frozen=True)
+class Variant:
+    fragments: tuple[str, ...]  # config fragments, in merge order
+    patched: bool  # False: pristine source, none of the series
+
+
 VARIANTS = {
-    "release": ["base.config"],
-    "debug": ["base.config", "debug.config"],
+    "release": Variant(("base.config",), patched=True),
+    "debug": Variant(("base.config", "debug.config"), patched=True),
+    "nokmlb": Variant(("base.config", "nokmlb.config"), patched=True),
+    "stock": Variant(("base.config", "stock.config"), patched=False),
 }
 KUNIT_CONFIG = CONFIG_DIR / "kunit.config"
 GIT_ID = ["-c", "user.name=numa-lb-study", "-c", "user.email=numa-lb-study@localhost"]
@@ -268,7 +283,13 @@ def prepare_tree(src: Source, patches: list[Path]) -> Path:
 def config_fragments(variant: str) -> list[Path]:
     if variant not in VARIANTS:
         raise BuildError(f"unknown variant {variant!r}; allowed: {', '.join(VARIANTS)}")
-    return [CONFIG_DIR / f for f in VARIANTS[variant]]
+    return [CONFIG_DIR / f for f in VARIANTS[variant].fragments]
+
+
+def variant_patches(variant: str) -> list[Path]:
+    """The patches a variant applies: the series, or none for `stock`."""
+    config_fragments(variant)  # validates the name
+    return series() if VARIANTS[variant].patched else []
 
 
 def fragment_symbols(fragments: list[Path]) -> dict[str, str]:
@@ -372,7 +393,8 @@ def artifact_dir(bid: str) -> Path:
 
 def build(variant: str, tarball: str | None, upto: int | None = None) -> Path:
     src = find_source(tarball)
-    patches = series()[:upto] if upto is not None else series()
+    patches = variant_patches(variant)
+    patches = patches[:upto] if upto is not None else patches
     fragments = config_fragments(variant)
     pristine = ensure_pristine(src)
     version = kernel_version(pristine)
@@ -488,6 +510,8 @@ def checkpatch(tarball: str | None) -> int:
 
 def bisect(variant: str, tarball: str | None) -> int:
     """Build after each patch: every patch of the series must build on its own."""
+    if not VARIANTS[variant].patched:
+        raise BuildError(f"variant {variant} applies no patch: nothing to bisect")
     n = len(series())
     for i in range(1, n + 1):
         log(f"bisect build {i}/{n}: {series()[i - 1].name}")
@@ -512,7 +536,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "path":
             src = find_source(args.tarball)
             version = source_version(src)  # read only: `path` never extracts
-            bid = build_id(version, series(), config_fragments(args.variant), args.variant)
+            bid = build_id(
+                version, variant_patches(args.variant), config_fragments(args.variant), args.variant
+            )
             print(artifact_dir(bid))
             return 0
         if args.command == "kunit":

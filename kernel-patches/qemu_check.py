@@ -3,6 +3,7 @@
 
     kernel-patches/qemu_check.py run   [--variant V] [--policies a,b] [--seconds N]
     kernel-patches/qemu_check.py bench [--variant V] [--seconds N]
+    kernel-patches/qemu_check.py faultbench [--threads 1,4,8] [--rounds N]
 
 The guest is qemu-system-x86_64 (TCG: KVM guests hang on these machines) with
 4 NUMA nodes x 2 vCPUs and SLIT distances 10/16, booting an initramfs made of
@@ -35,6 +36,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import median
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "configs"))
@@ -113,6 +115,8 @@ class GuestRun:
     access: dict[str, dict[str, str]] = field(default_factory=dict)
     numabal: dict[str, str] = field(default_factory=dict)
     dmesg: list[str] = field(default_factory=list)
+    policy_write: dict[str, str] = field(default_factory=dict)  # faultbench boots
+    faultbench: list[dict[str, int]] = field(default_factory=list)
     done: bool = False
 
     def delta(self, policy: str) -> dict[str, int]:
@@ -136,7 +140,7 @@ class GuestRun:
 
 TAGGED = re.compile(
     r"(TOPO|KERNEL|SLAB|SYSCTL|ACCESS|POLICY|STATS_BEFORE|STATS_AFTER|STRESS|"
-    r"NUMABAL|DMESG|GUEST DONE)"
+    r"NUMABAL|DMESG|POLICYWRITE|FAULTBENCH|GUEST DONE)"
     r"( .*)?$"
 )
 
@@ -207,6 +211,11 @@ def parse_console(text: str) -> GuestRun:
             rec = {"tag": words[0]}
             rec.update(w.split("=", 1) if "=" in w else (w, "") for w in words[1:])
             run.stress.append(rec)
+        elif tag == "POLICYWRITE":
+            run.policy_write.update(w.split("=", 1) for w in rest.split() if "=" in w)
+        elif tag == "FAULTBENCH":
+            kv = dict(w.split("=", 1) for w in rest.split() if "=" in w)
+            run.faultbench.append({k: int(float(v)) for k, v in kv.items()})
         elif tag == "DMESG":
             run.dmesg.append(rest)
         elif tag == "GUEST DONE":
@@ -225,21 +234,12 @@ def build_initramfs(dest: Path) -> Path:
     shutil.copy2(busybox, root / "bin/busybox")
     shutil.copy2(GUEST / "init.sh", root / "init")
     os.chmod(root / "init", 0o755)
-    subprocess.run(
-        [
-            "gcc",
-            "-O2",
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            "-static",
-            "-pthread",
-            "-o",
-            str(root / "bin/numa_lb_stress"),
-            str(GUEST / "numa_lb_stress.c"),
-        ],
-        check=True,
-    )
+    for prog in ("numa_lb_stress", "fault_bench"):
+        subprocess.run(
+            ["gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-static", "-pthread"]
+            + ["-o", str(root / "bin" / prog), str(GUEST / f"{prog}.c")],
+            check=True,
+        )
     files = sorted(str(p.relative_to(root)) for p in root.rglob("*"))
     cpio = subprocess.run(
         ["cpio", "-o", "-H", "newc", "--quiet", "-R", "0:0"],
@@ -276,13 +276,18 @@ def boot(
         raise ValueError(f"unknown policy {unknown}; allowed: {', '.join(POLICIES)}")
     if not re.fullmatch(r"\d+:\d+(,\d+:\d+)*", mix):
         raise ValueError(f"mix must be threads:MiB[,threads:MiB...], got {mix!r}")
+    append = (
+        f"numa_lb_test.policies={','.join(policies)} numa_lb_test.mix={mix} "
+        f"numa_lb_test.seconds={seconds} {extra_append}"
+    )
+    return boot_initramfs(bzimage, append, topo, timeout)
+
+
+def boot_initramfs(bzimage: Path, test_args: str, topo: Topology, timeout: int) -> GuestRun:
+    """Boot @bzimage on the test initramfs with numa_lb_test.* @test_args."""
     with tempfile.TemporaryDirectory(prefix="numa-lb-qemu-") as tmp:
         initrd = build_initramfs(Path(tmp))
-        append = (
-            "console=ttyS0 panic=-1 oops=panic loglevel=7 "
-            f"numa_lb_test.policies={','.join(policies)} numa_lb_test.mix={mix} "
-            f"numa_lb_test.seconds={seconds} {extra_append}"
-        ).strip()
+        append = f"console=ttyS0 panic=-1 oops=panic loglevel=7 {test_args}".strip()
         cmd = [
             "qemu-system-x86_64",
             "-M",
@@ -499,6 +504,100 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+FAULT_KERNELS = ("stock", "release", "nokmlb")
+RSS_POLICIES = ("tm", "mb", "bce", "mbplus")
+
+
+def faultbench_boot(bzimage: Path, threads: list[int], seconds: int, reps: int) -> GuestRun:
+    """One boot of @bzimage running fault_bench at each thread count, @reps times."""
+    args = (
+        f"numa_lb_test.faultbench={','.join(map(str, threads))} "
+        f"numa_lb_test.seconds={seconds} numa_lb_test.reps={reps}"
+    )
+    timeout = 300 + 2 * seconds * reps * len(threads)
+    return boot_initramfs(bzimage, args, guest_topology(), timeout)
+
+
+def faultbench_problems(variant: str, run: GuestRun, threads: list[int], reps: int) -> list[str]:
+    """What a faultbench boot of @variant must show: every measurement, and
+    the policies that kernel offers (stock: no sysctl; nokmlb: the RSS-based
+    ones refused with EINVAL and a log line; release: all)."""
+    bad = []
+    if not run.done:
+        bad.append(f"{variant}: guest did not finish (rc {run.returncode})")
+    got = sorted((f["threads"], f["rep"]) for f in run.faultbench)
+    want = sorted((t, r) for t in threads for r in range(1, reps + 1))
+    if got != want:
+        bad.append(f"{variant}: FAULTBENCH lines {got}, expected {want}")
+    for pol in POLICIES:
+        res = run.policy_write.get(pol, "missing")
+        if variant == "stock":
+            expect = "absent"
+        elif variant == "nokmlb" and pol in RSS_POLICIES:
+            expect = "Invalid_argument"
+        else:
+            expect = "ok"
+        if res != expect:
+            bad.append(f"{variant}: writing {pol} gave {res}, expected {expect}")
+    refusals = [ln for ln in run.console.splitlines() if "reads per-node RSS, not tracked" in ln]
+    if variant == "nokmlb" and len(refusals) != len(RSS_POLICIES):
+        bad.append(f"{variant}: {len(refusals)} refusal log lines, expected {len(RSS_POLICIES)}")
+    if variant != "nokmlb" and refusals:
+        bad.append(f"{variant}: unexpected refusal log lines {refusals}")
+    bad += [f"{variant}: kernel splat: {ln}" for ln in run.splats()]
+    return bad
+
+
+def faultbench_rates(runs: list[GuestRun]) -> dict[int, list[float]]:
+    """Faulted pages per second by thread count, over @runs' measurements."""
+    rates: dict[int, list[float]] = {}
+    for run in runs:
+        for f in run.faultbench:
+            rates.setdefault(f["threads"], []).append(f["pages"] * 1e9 / f["ns"])
+    return rates
+
+
+def cmd_faultbench(args: argparse.Namespace) -> int:
+    """kMLB's cost: page-fault throughput of stock, release and nokmlb kernels,
+    the boots interleaved round by round, as cost ratios to stock."""
+    threads = [int(t) for t in args.threads.split(",")]
+    kdirs = {v: kernel_dir(v) for v in FAULT_KERNELS}
+    runs: dict[str, list[GuestRun]] = {v: [] for v in FAULT_KERNELS}
+    bad: list[str] = []
+    for rnd in range(args.rounds):
+        for v in FAULT_KERNELS:
+            run = faultbench_boot(kdirs[v] / "bzImage", threads, args.seconds, args.reps)
+            runs[v].append(run)
+            bad += faultbench_problems(v, run, threads, args.reps)
+            print(f"# round {rnd + 1}/{args.rounds} {v}: {run.kernel} ({run.seconds:.0f} s)")
+    topo = guest_topology()
+    print(
+        f"# faultbench: QEMU TCG {topo.ncpus} vCPUs in {topo.sockets} nodes on "
+        f"{os.cpu_count()} host CPUs, {args.seconds} s x {args.reps} reps x "
+        f"{args.rounds} boots per kernel and thread count, {time.strftime('%Y-%m-%d')}; "
+        "TCG timing: ratios compare code paths, not real-hardware contention"
+    )
+    print(
+        "# cost ratio = stock pages/s / kernel pages/s (median of all measurements; "
+        ">1: slower than stock); spread = max/min pages/s of that kernel"
+    )
+    print(f"{'threads':>7s} {'kernel':8s} {'pages/s':>10s} {'spread':>7s} {'cost':>6s}")
+    rates = {v: faultbench_rates(runs[v]) for v in FAULT_KERNELS}
+    for t in threads:
+        base = median(rates["stock"].get(t, [0.0]))
+        for v in FAULT_KERNELS:
+            xs = rates[v].get(t, [])
+            if not xs:
+                print(f"{t:7d} {v:8s} {'-':>10s}")
+                continue
+            m = median(xs)
+            cost = base / m if m else float("nan")
+            print(f"{t:7d} {v:8s} {m:10.0f} {max(xs) / min(xs):7.3f} {cost:6.3f}")
+    for b in bad:
+        print(f"problem: {b}")
+    return 1 if bad else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -510,9 +609,16 @@ def main(argv: list[str] | None = None) -> int:
         sp.add_argument("--kernel", help="directory with bzImage (default: build the series)")
         sp.add_argument("--seconds", type=int, default=3 if name == "run" else 10)
         sp.add_argument("--console-out", help="save the guest's serial console to this file")
+    fb = sub.add_parser("faultbench", help="kMLB's page-fault cost vs the stock kernel")
+    fb.add_argument("--threads", default="1,4,8")
+    fb.add_argument("--seconds", type=int, default=2)
+    fb.add_argument("--reps", type=int, default=3)
+    fb.add_argument("--rounds", type=int, default=2, help="boots per kernel, interleaved")
     sub.choices["run"].add_argument("--policies", default=",".join(POLICIES))
     sub.choices["run"].add_argument("--mix", default="6:16,4:16,3:8,1:4,1:4")
     args = ap.parse_args(argv)
+    if args.cmd == "faultbench":
+        return cmd_faultbench(args)
     return cmd_run(args) if args.cmd == "run" else cmd_bench(args)
 
 

@@ -73,6 +73,10 @@ def load_job(job: Dict[str, Any]) -> Dict[str, Any]:
         if out["numa_balancing"] == 0:
             raise JobError("policy 'autonuma' contradicts numa_balancing=0")
         out["policy"], out["numa_balancing"] = "default", 1
+    elif pol == "stock":
+        # the unmodified kernel: there is no policy sysctl to write, and
+        # mix_run.py fails the run if there is one (the wrong kernel booted)
+        out["policy"] = None
     out["policy_requested"] = pol
     if out["seed"] is not None and not 0 <= out["seed"] < 2**32:
         raise JobError("seed must be an integer in 0..2**32-1")

@@ -81,6 +81,8 @@ def run_mix(
         fatal = f"strict_policy: {pol['name']} could not be set ({pol['status']})"
     elif job["policy"] is not None and pol["status"] == "error":
         fatal = f"{pol['name']} rejected {job['policy']!r}: {pol.get('error')}"
+    elif job["policy_requested"] == "stock" and pol["status"] != "absent":
+        fatal = f"policy stock needs the unmodified kernel, but this one has {pol['name']}"
 
     w.write(
         {

@@ -14,6 +14,31 @@ arg() {
 		case "$word" in "$1="*) echo "${word#*=}" | tr , ' '; return ;; esac
 	done
 }
+# Page-fault benchmark boot (qemu_check.py faultbench): nothing else runs,
+# and it needs no sysctl of ours, so the stock kernel boots it too.
+faultbench=$(arg numa_lb_test.faultbench)
+if [ -n "$faultbench" ]; then
+	echo "KERNEL $(uname -r)"
+	# Which policies this kernel offers: stock has no sysctl, nokmlb
+	# refuses the RSS-based ones (and says why in the kernel log).
+	sysctl=/proc/sys/kernel/sched_numa_lb_policy
+	for p in default tm mb bce mbplus excl_base excl; do
+		if [ ! -e $sysctl ]; then res=absent
+		elif err=$( { echo $p > $sysctl; } 2>&1 ); then res=ok
+		else res=$(echo "${err##*: }" | tr ' ' _)
+		fi
+		echo "POLICYWRITE $p=$res"
+	done
+	[ -e $sysctl ] && echo default > $sysctl
+	reps=$(arg numa_lb_test.reps)
+	for r in $(seq 1 "${reps:-3}"); do
+		for t in $faultbench; do
+			/bin/fault_bench "$t" "$(arg numa_lb_test.seconds)" "$r"
+		done
+	done
+	echo "GUEST DONE"
+	poweroff -f
+fi
 policies=$(arg numa_lb_test.policies)
 mix=$(arg numa_lb_test.mix)
 seconds=$(arg numa_lb_test.seconds)

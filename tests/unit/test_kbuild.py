@@ -76,3 +76,26 @@ def test_bisect_builds_tolerate_symbols_a_later_patch_adds(tmp_path: Path) -> No
     # a symbol that exists but was dropped is still an error
     with pytest.raises(kbuild.BuildError, match="CONFIG_MM_NUMA_RSS"):
         kbuild.check_config(cfg, {"CONFIG_MM_NUMA_RSS": "y"}, partial_series=True)
+
+
+def test_stock_applies_no_patch_and_nokmlb_drops_only_the_rss_tracking() -> None:
+    assert kbuild.variant_patches("stock") == []
+    assert kbuild.variant_patches("release") == kbuild.series()
+    assert kbuild.variant_patches("nokmlb") == kbuild.series()
+    release = kbuild.fragment_symbols(kbuild.config_fragments("release"))
+    stock = kbuild.fragment_symbols(kbuild.config_fragments("stock"))
+    nokmlb = kbuild.fragment_symbols(kbuild.config_fragments("nokmlb"))
+    # the same config but for the series' own symbols (and the release name)
+    differ = {k for k in release if release[k] != stock.get(k)} - {"CONFIG_LOCALVERSION"}
+    assert differ == {"CONFIG_MM_NUMA_RSS", "CONFIG_SCHED_NUMA_LB"}
+    assert stock["CONFIG_SCHED_NUMA_LB"] == stock["CONFIG_MM_NUMA_RSS"] == "n"
+    assert nokmlb["CONFIG_SCHED_NUMA_LB"] == "y" and nokmlb["CONFIG_MM_NUMA_RSS"] == "n"
+    ids = {
+        v: kbuild.build_id("6.1.0", kbuild.variant_patches(v), kbuild.config_fragments(v), v)
+        for v in kbuild.VARIANTS
+    }
+    assert len(set(ids.values())) == len(ids)
+    with pytest.raises(kbuild.BuildError, match="nothing to bisect"):
+        kbuild.bisect("stock", None)
+    with pytest.raises(kbuild.BuildError, match="unknown variant"):
+        kbuild.variant_patches("vanilla")

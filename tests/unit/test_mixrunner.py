@@ -389,6 +389,29 @@ def test_rejected_policy_is_an_error(bindir: Path, fake_sysctl: Path, tmp_path: 
     assert not by_type(recs, "program")
 
 
+def test_stock_writes_no_policy_and_refuses_a_patched_kernel(
+    bindir: Path, fake_sysctl: Path, tmp_path: Path
+) -> None:
+    j = mr.load_job(small_job(policy="stock", numa_balancing=0))
+    assert (j["policy"], j["policy_requested"]) == (None, "stock")
+    # the patched kernel booted where the stock one was asked for: no results
+    out = tmp_path / "patched"
+    rc = mr.run_mix(j, str(out), str(fake_sysctl), bin_dirs=[str(bindir)])
+    recs = records(out)
+    assert rc == 1 and recs[-1]["status"] == "failed" and not by_type(recs, "program")
+    assert "policy stock needs the unmodified kernel" in recs[-1]["errors"][0]
+    assert (fake_sysctl / "kernel/sched_numa_lb_policy").read_text() == "default\n"
+    # the stock kernel has no policy sysctl: the mix runs
+    (fake_sysctl / "kernel/sched_numa_lb_policy").unlink()
+    out = tmp_path / "stock"
+    rc = mr.run_mix(j, str(out), str(fake_sysctl), bin_dirs=[str(bindir)])
+    recs = records(out)
+    assert rc == 0, recs[-1]
+    assert recs[0]["policy"]["status"] == "absent"
+    assert recs[0]["policy"]["requested_name"] == "stock"
+    assert len(by_type(recs, "program")) == 2
+
+
 def test_failures_and_timeout(tmp_path: Path, fake_sysctl: Path) -> None:
     job = mr.load_job(
         {
