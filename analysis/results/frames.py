@@ -27,6 +27,7 @@ from typing import Any
 import pandas as pd
 
 from ..sweep.rundir import read_object, status_problem
+from .daemons import daemon_rows
 from .gem5stats import (
     StatsError,
     load_config,
@@ -147,6 +148,7 @@ def load_run(
         rec["program_kinds"] = ",".join(sorted(kinds)) or None
     else:
         errors.append(("guest/results.jsonl", "missing"))
+    rows.extend(daemon_rows(path, mix, errors))  # the policy daemon's log, the bridge's record
     stats = path / "m5out" / "stats.txt"
     if point.get("backend") == "gem5" or stats.exists():
         cfg = None
