@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .backends import RUNNERS, Outcome
+from .cost import record_run
 from .rundir import FINAL, RunDir, State, host_info, now_iso
 
 EXIT = {
@@ -225,6 +226,7 @@ def _run_locked(rd: RunDir, executor: str) -> int:
             ("raw_job_id", "SLURM_JOB_ID"),
             ("array_job_id", "SLURM_ARRAY_JOB_ID"),
             ("array_task_id", "SLURM_ARRAY_TASK_ID"),
+            ("node", "SLURMD_NODENAME"),
         )
         if e in os.environ
     }
@@ -320,5 +322,9 @@ def _run_locked(rd: RunDir, executor: str) -> int:
         fields["log_tail"] = rd.log_tail()
     log(f"end: {verdict.value}{' (' + error + ')' if error else ''}")
     rd.transition(verdict, **fields)
+    try:  # host time of this shape for later cost previews (cost.py)
+        record_run(rec, rd.status() or {})
+    except OSError as e:
+        log(f"history not recorded: {e}")
     wlog.close()
     return EXIT[verdict.value]
