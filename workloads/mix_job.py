@@ -10,7 +10,7 @@ runs nothing. Stdlib only, Python >= 3.6 (see mixrunner.py).
 
 import os
 import re
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 import parsec_catalog
 
@@ -41,7 +41,7 @@ def load_job(job: Dict[str, Any]) -> Dict[str, Any]:
     known = {
         "schema", "run_id", "policy", "numa_balancing", "strict_policy", "pinning",
         "pin_threads", "sample_interval_s", "read_sched", "timeout_s", "parsec",
-        "bin_dir", "programs", "restore_sysctls", "seed",
+        "bin_dir", "programs", "restore_sysctls", "seed", "sched_domain",
     }  # fmt: skip
     unknown = sorted(set(job) - known)
     if unknown:
@@ -78,6 +78,7 @@ def load_job(job: Dict[str, Any]) -> Dict[str, Any]:
         # mix_run.py fails the run if there is one (the wrong kernel booted)
         out["policy"] = None
     out["policy_requested"] = pol
+    out["sched_domain"] = sched_domain_settings(_get(job, "sched_domain", dict, None))
     if out["seed"] is not None and not 0 <= out["seed"] < 2**32:
         raise JobError("seed must be an integer in 0..2**32-1")
     if out["numa_balancing"] not in (None, 0, 1):
@@ -115,6 +116,32 @@ def load_job(job: Dict[str, Any]) -> Dict[str, Any]:
             raise JobError(f"duplicate program name {q['name']!r}")
         names.add(q["name"])
         out["programs"].append(q)
+    return out
+
+
+def sched_domain_settings(d: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    """{"level": "NUMA", "busy_factor": 1, "min_interval": 4, ...}: knobs of
+    the named sched-domain level (debugfs), positive integers; None: untouched."""
+    if d is None:
+        return None
+    knobs = ("busy_factor", "min_interval", "max_interval", "imbalance_pct")
+    unknown = set(d) - set(knobs) - {"level"}
+    if unknown:
+        raise JobError(f"sched_domain: unknown keys {sorted(unknown)} (allowed: level, {knobs})")
+    level = d.get("level", "NUMA")
+    if not isinstance(level, str) or not re.match(r"^[A-Z]{2,8}$", level):
+        raise JobError(f"sched_domain.level must be a domain name such as NUMA, got {level!r}")
+    out = {"level": level}  # type: Dict[str, Any]
+    for k in knobs:
+        if k in d:
+            v = d[k]
+            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 100000:
+                raise JobError(f"sched_domain.{k} must be an integer in 1..100000, got {v!r}")
+            out[k] = v
+    if len(out) == 1:
+        raise JobError("sched_domain names no knob")
+    if out.get("min_interval", 1) > out.get("max_interval", 100000):
+        raise JobError("sched_domain.min_interval is above max_interval")
     return out
 
 

@@ -9,7 +9,7 @@ what was asked for. Stdlib only, Python >= 3.6 (see mixrunner.py).
 # ruff: noqa: UP006, UP035, UP045
 
 import os
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from mix_metrics import read_text
 
@@ -47,3 +47,91 @@ def set_sysctl(root: str, name: str, value: Optional[str]) -> Dict[str, Any]:
         # e.g. a policy file that shows a list with the active one marked
         rec["status"] = "mismatch"
     return rec
+
+
+# Scheduler-domain knobs (debugfs, CONFIG_SCHED_DEBUG): the balancing
+# intervals a study may scale with its ROI (docs/DESIGN.md, "Time scale").
+SCHED_DOMAINS = "kernel/debug/sched/domains"
+DOMAIN_KNOBS = ("busy_factor", "min_interval", "max_interval", "imbalance_pct")
+
+
+def domain_dirs(sys_root: str, level: str) -> List[str]:
+    """cpuN/domainM directories whose sched domain is named @level (e.g. NUMA)."""
+    base = os.path.join(sys_root, SCHED_DOMAINS)
+    out = []  # type: List[str]
+    try:
+        cpus = sorted(os.listdir(base))
+    except OSError:
+        return out
+    for cpu in cpus:
+        cdir = os.path.join(base, cpu)
+        try:
+            doms = sorted(os.listdir(cdir))
+        except OSError:
+            continue
+        for dom in doms:
+            d = os.path.join(cdir, dom)
+            if (read_text(os.path.join(d, "name")) or "").strip() == level:
+                out.append(d)
+    return out
+
+
+def set_sched_domain(sys_root: str, settings: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    """Write @settings' knobs into every domain of its level, read them back.
+
+    The record keeps each domain's previous values (to restore them) and the
+    distinct values in force after the write."""
+    rec = {"requested": settings}  # type: Dict[str, Any]
+    if not settings:
+        rec["status"] = "untouched"
+        return rec
+    dirs = domain_dirs(sys_root, settings["level"])
+    rec["domains"] = len(dirs)
+    if not dirs:
+        rec["status"] = "absent"
+        return rec
+    before = {}  # type: Dict[str, Dict[str, str]]
+    errors = []  # type: List[str]
+    for d in dirs:
+        before[d] = {}
+        for knob in DOMAIN_KNOBS:
+            if knob not in settings:
+                continue
+            path = os.path.join(d, knob)
+            before[d][knob] = (read_text(path) or "").strip()
+            try:
+                with open(path, "w") as f:
+                    f.write(f"{settings[knob]}\n")
+            except OSError as e:
+                errors.append(f"{path}: {e}")
+    rec["before"] = before
+    after = {}  # type: Dict[str, List[str]]
+    for d in dirs:
+        for knob in before[d]:
+            val = (read_text(os.path.join(d, knob)) or "").strip()
+            after.setdefault(knob, [])
+            if val not in after[knob]:
+                after[knob].append(val)
+    rec["in_force"] = after
+    want = {k: [str(v)] for k, v in settings.items() if k in DOMAIN_KNOBS}
+    if errors:
+        rec["status"], rec["errors"] = "error", errors
+    elif after != want:
+        rec["status"] = "mismatch"
+    else:
+        rec["status"] = "set"
+    return rec
+
+
+def restore_sched_domain(rec: Dict[str, Any]) -> str:
+    """Write back what set_sched_domain found; the status of the restore."""
+    if rec.get("status") not in ("set", "mismatch", "error"):
+        return "untouched"
+    for d, knobs in rec.get("before", {}).items():
+        for knob, val in knobs.items():
+            try:
+                with open(os.path.join(d, knob), "w") as f:
+                    f.write(val + "\n")
+            except OSError:
+                return "error"
+    return "restored"

@@ -444,12 +444,17 @@ SPEC_COLS = [
 CONFIG_COLS = [c for c in SPEC_COLS if c not in ("policy", "numa_balancing", "repeat")]
 
 
-def add_speedup(frame: pd.DataFrame) -> pd.DataFrame:
-    """Append speedup and improvement_pct rows for every elapsed_s row with a default partner.
+BASELINES = ("stock", "default")  # preferred first
 
-    The partner is ``default`` in the same configuration and repeat and with the
-    same NUMA balancing setting; ``autonuma`` (default + balancing) is measured
-    against ``default`` with balancing off, which is what it adds.
+
+def add_speedup(frame: pd.DataFrame) -> pd.DataFrame:
+    """Append speedup and improvement_pct rows for every elapsed_s row with a baseline partner.
+
+    The baseline is ``stock`` (the unmodified kernel) where the configuration
+    has it, else ``default`` (the patched kernel's first fit): the same
+    configuration and repeat (paired), the same NUMA balancing setting;
+    ``autonuma`` (default + balancing) is measured against the baseline with
+    balancing off, which is what it adds. The ``baseline`` column names it.
     """
     el = frame[(frame["metric"] == "elapsed_s") & frame["entity_type"].isin(["mix", "program"])]
     if el.empty:
@@ -460,19 +465,27 @@ def add_speedup(frame: pd.DataFrame) -> pd.DataFrame:
         nb = pd.to_numeric(el["numa_balancing"], errors="coerce").fillna(0)
         el["_baseline_nb"] = nb.where(el["policy"] != "autonuma", 0)
         keys.append("_baseline_nb")
-    base = el[el["policy"] == "default"][keys + ["value"]].rename(columns={"value": "t_default"})
-    # one default per key; duplicates (same point in two sweeps) are averaged
-    base = base.groupby(keys, dropna=False, observed=True, as_index=False)["t_default"].mean()
-    m = el.merge(base, on=keys, how="inner")
-    m = m[(m["value"] > 0) & (m["t_default"] > 0)]
+    m = None
+    for name in reversed(BASELINES):  # the preferred baseline overwrites
+        base = el[el["policy"] == name][keys + ["value"]].rename(columns={"value": "t_base"})
+        # one baseline per key; duplicates (same point in two sweeps) are averaged
+        base = base.groupby(keys, dropna=False, observed=True, as_index=False)["t_base"].mean()
+        base["baseline"] = name
+        if m is None:
+            m = base
+        else:
+            m = pd.concat([m, base]).drop_duplicates(subset=keys, keep="last")
+    assert m is not None
+    m = el.merge(m, on=keys, how="inner")
+    m = m[(m["value"] > 0) & (m["t_base"] > 0)]  # the baseline's own rows are 1.0
     sp = m.copy()
-    sp["value"] = m["t_default"] / m["value"]
+    sp["value"] = m["t_base"] / m["value"]
     sp["metric"] = "speedup"
     imp = sp.copy()
     imp["value"] = (sp["value"] - 1.0) * 100.0
     imp["metric"] = "improvement_pct"
     new = pd.concat([sp, imp], ignore_index=True).drop(
-        columns=["t_default", "_baseline_nb"], errors="ignore"
+        columns=["t_base", "_baseline_nb"], errors="ignore"
     )
     out = pd.concat([frame, new], ignore_index=True)
     out["metric"] = out["metric"].astype("category")

@@ -23,7 +23,7 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -54,9 +54,28 @@ CAVEATS = {"qemu": QEMU_CAVEAT, "gem5": GEM5_CAVEAT}
 class Artifacts:
     """Resolved inputs of a sweep: ids (hashed into run ids) and paths (not hashed)."""
 
-    provenance: Provenance
+    provenance: Provenance  # kernel_build_id: the spec's kernel variant
     paths: dict[str, str] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
+    # every kernel variant the sweep boots -> build_id, kernel_dir, kernel
+    kernels: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def kernel_ids(self) -> dict[str, str]:
+        return {v: k["build_id"] for v, k in self.kernels.items()}
+
+    def provenance_for(self, variant: str) -> Provenance:
+        """The provenance of a run that boots kernel @variant."""
+        k = self.kernels.get(variant)
+        return self.provenance if k is None else replace(
+            self.provenance, kernel_build_id=k["build_id"]
+        )
+
+    def paths_for(self, variant: str) -> dict[str, str]:
+        """The paths of a run that boots kernel @variant."""
+        k = self.kernels.get(variant)
+        if k is None:
+            return self.paths
+        return {**self.paths, "kernel_dir": k["kernel_dir"], "kernel": k["kernel"]}
 
 
 @dataclass
@@ -103,9 +122,17 @@ def announce(backend: str, art: Artifacts | None) -> str:
 
 # ----------------------------------------------------------------- prerequisites
 def prepare(
-    backend: str, spec_variant: str, build: bool, gem5_flag: str | None, require: bool = True
+    backend: str,
+    spec_variant: str,
+    build: bool,
+    gem5_flag: str | None,
+    require: bool = True,
+    extra_variants: tuple[str, ...] = (),
 ) -> Artifacts:
-    """Find (and with build=True, build) the kernel and image; hash what matters.
+    """Find (and with build=True, build) the kernels and image; hash what matters.
+
+    @spec_variant is the sweep's kernel; @extra_variants the others its points
+    boot (``stock`` for the stock policy), found or built the same way.
 
     Raises PrerequisiteError with a message saying what is missing and how to
     get it. With build=False nothing is built; ids still come out (from the
@@ -139,15 +166,27 @@ def prepare(
     else:
         raise ValueError(backend)
 
-    art = pv.kernel_artifacts(spec_variant, build)
-    kid = pv.kernel_build_id(art, need_built=require)
-    paths["kernel_dir"] = str(art)
-    paths["kernel"] = str(art / ("bzImage" if backend == "qemu" else "vmlinux"))
+    kernels: dict[str, dict[str, str]] = {}
+    for variant in (spec_variant, *[v for v in extra_variants if v != spec_variant]):
+        kdir = pv.kernel_artifacts(variant, build)
+        kernels[variant] = {
+            "build_id": pv.kernel_build_id(kdir, need_built=require),
+            "kernel_dir": str(kdir),
+            "kernel": str(kdir / ("bzImage" if backend == "qemu" else "vmlinux")),
+        }
+    kid = kernels[spec_variant]["build_id"]
+    paths["kernel_dir"] = kernels[spec_variant]["kernel_dir"]
+    paths["kernel"] = kernels[spec_variant]["kernel"]
     img = pv.image_path(build, need_built=require)
     iid = pv.image_id(img, need_built=require)
     paths["image"] = str(img)
     if not require:  # a dry run: say what a real run would build first
-        info["would_build"] = would_build(art, img, spec_variant)
+        info["would_build"] = [
+            need
+            for variant, k in kernels.items()
+            for need in would_build(Path(k["kernel_dir"]), img, variant)
+        ]
+        info["would_build"] = list(dict.fromkeys(info["would_build"]))
     prov = Provenance(
         backend=backend,
         kernel_build_id=kid,
@@ -158,7 +197,7 @@ def prepare(
             pv.cached_sha256(Path(paths["gem5"]), store=require) if backend == "gem5" else None
         ),
     )
-    return Artifacts(prov, paths, info)
+    return Artifacts(prov, paths, info, kernels)
 
 
 def would_build(kernel_dir: Path, image: Path, variant: str) -> list[str]:

@@ -28,7 +28,7 @@ from typing import Any, TextIO
 
 from . import backends as bk
 from .executors import LocalExecutor, pool_size, summary_line
-from .matrix import Run, guest_job, iter_runs, run_count
+from .matrix import Run, guest_job, iter_runs, kernel_variants, run_count
 from .point import ID_LEN_DIR, Provenance
 from .provenance import PrerequisiteError
 from .rundir import (
@@ -80,8 +80,8 @@ def spec_record(spec: Spec, run: Run, art: bk.Artifacts) -> dict[str, Any]:
         "sweep": spec.name,
         "spec_source": spec.source,
         "point": run.point.to_dict(),
-        "provenance": art.provenance.to_dict(),
-        "paths": art.paths,
+        "provenance": art.provenance_for(run.point.boot_kernel).to_dict(),
+        "paths": art.paths_for(run.point.boot_kernel),
         "resources": {
             **run.resources.to_dict(),
             "min_free_disk_bytes": spec.resources["min_free_disk_bytes"],
@@ -209,6 +209,7 @@ def run_sweep(spec: Spec, opt: Options) -> int:
             build=opt.build and not opt.dry_run,
             gem5_flag=opt.gem5,
             require=not opt.dry_run,
+            extra_variants=tuple(kernel_variants(spec)),
         )
         w(bk.announce(backend, art).replace("backend:", "using:", 1) + "\n")
         meta = Path(art.paths["image"]).parent / "image.json"  # a dry run may have none
@@ -228,7 +229,7 @@ def run_sweep(spec: Spec, opt: Options) -> int:
         return EXIT_PREREQ
 
     w(f"sweep {spec.name}: {run_count(spec)} runs ({spec.source}); output {out}\n")
-    runs = iter_runs(spec, backend, art.provenance)
+    runs = iter_runs(spec, backend, art.provenance, art.kernel_ids())
     if opt.dry_run:
         return dry_run(spec, opt, art, runs, out)
     plan = make_plan(runs, out, opt.rerun_failed)
@@ -399,6 +400,7 @@ def write_manifest(
         "caveat": bk.CAVEATS[backend],
         "provenance": art.provenance.to_dict(),
         "paths": art.paths,
+        "kernels": art.kernels,
         "info": art.info,
         "runs": run_ids,
         "written_at": now_iso(),

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .point import ID_LEN_DIR, Provenance, RunIds, SweepPoint
+from .point import ID_LEN_DIR, STOCK_KERNEL, STOCK_POLICY, Provenance, RunIds, SweepPoint
 from .spec import Spec
 
 JOB_SCHEMA = 1
@@ -101,6 +101,14 @@ def iter_points(spec: Spec, backend: str) -> Iterator[SweepPoint]:
         )
 
 
+def kernel_variants(spec: Spec) -> list[str]:
+    """Every kernel variant the spec's points boot, the spec's own first."""
+    out = [spec.kernel_variant]
+    if STOCK_POLICY in spec.axes["policy"]:
+        out.append(STOCK_KERNEL)
+    return out
+
+
 def points(spec: Spec, backend: str) -> list[SweepPoint]:
     """Every point of the spec for a resolved backend (qemu | gem5)."""
     return list(iter_points(spec, backend))
@@ -129,18 +137,32 @@ def _matches(value: Any, want: Any) -> bool:
     return value == want
 
 
-def iter_runs(spec: Spec, backend: str, prov: Provenance) -> Iterator[Run]:
-    """The runs of the spec, lazily (a 10^6-run spec never sits in memory)."""
-    ids = RunIds(prov)
+def iter_runs(
+    spec: Spec, backend: str, prov: Provenance, kernel_ids: dict[str, str] | None = None
+) -> Iterator[Run]:
+    """The runs of the spec, lazily (a 10^6-run spec never sits in memory).
+
+    @prov carries the build id of the spec's kernel; a point that boots another
+    variant (the stock policy) is hashed with that variant's id from
+    @kernel_ids, so its run id names the kernel it really ran."""
+    ids = {spec.kernel_variant: RunIds(prov)}
     fixed = None if spec.resources["override"] else resources_for(spec, None)
     for p in iter_points(spec, backend):
-        yield Run(p, ids(p), fixed or resources_for(spec, p))
+        rid = ids.get(p.boot_kernel)
+        if rid is None:
+            if not kernel_ids or p.boot_kernel not in kernel_ids:
+                raise ValueError(f"no kernel build id for variant {p.boot_kernel}")
+            kid = kernel_ids[p.boot_kernel]
+            rid = ids[p.boot_kernel] = RunIds(replace(prov, kernel_build_id=kid))
+        yield Run(p, rid(p), fixed or resources_for(spec, p))
 
 
-def build_runs(spec: Spec, backend: str, prov: Provenance) -> list[Run]:
+def build_runs(
+    spec: Spec, backend: str, prov: Provenance, kernel_ids: dict[str, str] | None = None
+) -> list[Run]:
     runs = []
     seen: set[str] = set()
-    for run in iter_runs(spec, backend, prov):
+    for run in iter_runs(spec, backend, prov, kernel_ids):
         if run.run_id in seen:  # cannot happen for distinct points; guard anyway
             raise ValueError(f"duplicate run id for {run.point.label()}")
         seen.add(run.run_id)
@@ -166,6 +188,7 @@ def guest_job(point: SweepPoint, rid: str) -> dict[str, Any]:
         "sample_interval_s": o["sample_interval_s"],
         "read_sched": o["read_sched"],
         "timeout_s": o["timeout_s"],
+        "sched_domain": o.get("sched_domain"),
         "parsec": {
             "root": o["parsec_root"],
             "config": o["parsec_config"],

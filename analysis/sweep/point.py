@@ -23,6 +23,11 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 POINT_SCHEMA = 2  # 2: numa_balancing
+# The stock policy is the unmodified kernel (kbuild variant "stock"): the
+# point keeps the sweep's kernel_variant (its configuration), the policy
+# decides what boots, and the run id hashes that kernel's build id.
+STOCK_POLICY = "stock"
+STOCK_KERNEL = "stock"
 ID_LEN_DIR = 16  # run directory name = first 16 hex digits of the run id
 
 
@@ -63,6 +68,11 @@ class SweepPoint:
         if unknown:
             raise ValueError(f"unknown point fields {sorted(unknown)}")
         return cls(**d)
+
+    @property
+    def boot_kernel(self) -> str:
+        """The kernel variant this point boots."""
+        return STOCK_KERNEL if self.policy == STOCK_POLICY else self.kernel_variant
 
     # Short labels for listings and reports.
     @property

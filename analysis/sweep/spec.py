@@ -29,15 +29,20 @@ for _sub in ("configs", "workloads"):
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
+import mix_job  # noqa: E402
 import mixrunner  # noqa: E402  (workloads/mixrunner.py: the guest job format)
 import parsec_catalog  # noqa: E402
 from numa_lb.topology import Topology, TopologyError  # noqa: E402
 
 # The study's policy vocabulary (docs/DESIGN.md): the sysctl values of the kernel
-# patch, plus autonuma = default + kernel.numa_balancing=1.
-POLICIES = ("default", "tm", "mb", "bce", "mbplus", "excl_base", "excl", "autonuma")
+# patch, plus autonuma = default + kernel.numa_balancing=1, plus stock = the
+# unmodified kernel (kernel variant "stock", whatever sweep.kernel_variant says).
+POLICIES = ("stock", "default", "tm", "mb", "bce", "mbplus", "excl_base", "excl", "autonuma")
 BACKENDS = ("auto", "qemu", "gem5")
-KERNEL_VARIANTS = ("release", "debug")
+# kernel-patches/kbuild.py variants a sweep may name; "stock" is chosen per
+# point by the stock policy. nokmlb has no per-node RSS: only NOKMLB_POLICIES.
+KERNEL_VARIANTS = ("release", "debug", "nokmlb")
+NOKMLB_POLICIES = ("stock", "default", "excl_base", "excl", "autonuma")
 CPU_TYPES = ("atomic", "timing", "o3", "kvm")
 INTER_SOCKET = ("full", "ring")
 MEMORY_TYPES = ("DDR3_1600_8x8", "DDR3_2133_8x8", "DDR4_2400_8x8")
@@ -139,6 +144,9 @@ _SECTIONS: dict[str, dict[str, Any]] = {
         "parsec_root": parsec_catalog.GEM5_PARSEC_ROOT,
         "parsec_config": parsec_catalog.GEM5_PARSEC_CONFIG,
         "parsec_launcher": "parsecmgmt",
+        # balancing intervals of one sched-domain level, scaled to the ROI
+        # (docs/DESIGN.md "Time scale"): {level, busy_factor, min_interval, ...}
+        "sched_domain": None,
     },
     "resources": {
         "cpus_per_run": 1,
@@ -359,6 +367,14 @@ def validate(doc: dict[str, Any], default_name: str = "sweep") -> Spec:
     resources = _validate_resources(sec["resources"])
     mixes, mix_desc = _validate_mixes(doc.get("mixes"), job)
     axes = _validate_axes(doc.get("axes", {}), mixes)
+    if sw["kernel_variant"] == "nokmlb":
+        bad = [p for p in axes["policy"] if p not in NOKMLB_POLICIES]
+        if bad:
+            raise SpecError(
+                "axes.policy",
+                f"{bad} read per-node RSS, which kernel variant nokmlb does not track",
+                NOKMLB_POLICIES,
+            )
     _validate_topologies(axes, machine)
     _validate_thread_limits(axes, mixes)
 
@@ -410,6 +426,13 @@ def _validate_machine(m: dict[str, Any]) -> dict[str, Any]:
 
 def _validate_job(j: dict[str, Any]) -> dict[str, Any]:
     _choice("job.pinning", j["pinning"], PINNINGS)
+    if j["sched_domain"] is not None:
+        _check_type("job.sched_domain", j["sched_domain"], dict, "a table such as "
+                    "{ level = 'NUMA', busy_factor = 1, min_interval = 4, max_interval = 8 }")
+        try:
+            j["sched_domain"] = mix_job.sched_domain_settings(j["sched_domain"])
+        except mixrunner.JobError as e:
+            raise SpecError("job.sched_domain", str(e)) from None
     _choice("job.parsec_launcher", j["parsec_launcher"], parsec_catalog.LAUNCHERS)
     if j["parsec_launcher"] == "numa-lb":  # our image's build: its own root and config
         if j["parsec_root"] == parsec_catalog.GEM5_PARSEC_ROOT:

@@ -219,6 +219,13 @@ def test_speedup_pairs_by_numa_balancing_and_autonuma_against_balancing_off() ->
     assert sp[("excl", 1)] == 5.0 / 4.0  # against default with balancing on
     assert sp[("autonuma", 1)] == 10.0 / 5.0  # what balancing adds to default
     assert sp[("default", 1)] == 1.0
+    # with the unmodified kernel in the configuration, it is the baseline
+    stock = frame[frame["policy"] == "default"].assign(policy="stock", value=20.0)
+    out = add_speedup(pd.concat([frame, stock], ignore_index=True))
+    sp = out[out["metric"] == "speedup"].set_index(["policy", "numa_balancing"])
+    assert sp.loc[("excl", 0), "value"] == 20.0 / 8.0
+    assert sp.loc[("default", 1), "value"] == 20.0 / 5.0
+    assert set(sp["baseline"]) == {"stock"}
 
 
 def test_identical_repeats_get_no_confidence_interval() -> None:

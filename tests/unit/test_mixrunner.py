@@ -554,3 +554,73 @@ def test_a_program_that_cannot_be_executed_exits_127(
     err = (tmp_path / "o" / progs["nope"]["stderr"]).read_text()
     assert "mix-gate: /nonexistent/program" in err
     assert rc != 0
+
+
+def fake_domains(root: Path, cpus: int = 2) -> Path:
+    """A /sys tree with the 6.1 debugfs layout: cpuN/domain0 = MC, domain1 = NUMA."""
+    for c in range(cpus):
+        for d, (name, interval) in enumerate((("MC", 2), ("NUMA", 8))):
+            dd = root / "kernel/debug/sched/domains" / f"cpu{c}" / f"domain{d}"
+            dd.mkdir(parents=True)
+            (dd / "name").write_text(name + "\n")
+            for knob, v in (("busy_factor", 16), ("min_interval", interval),
+                            ("max_interval", 2 * interval), ("imbalance_pct", 117)):
+                (dd / knob).write_text(f"{v}\n")  # fmt: skip
+    return root
+
+
+def test_sched_domain_knobs_set_on_one_level_and_restored(tmp_path: Path) -> None:
+    from mix_sysctl import restore_sched_domain, set_sched_domain  # noqa: PLC0415
+
+    sysr = fake_domains(tmp_path / "sys")
+    want = {"level": "NUMA", "busy_factor": 1, "min_interval": 1, "max_interval": 2}
+    rec = set_sched_domain(str(sysr), want)
+    assert rec["status"] == "set" and rec["domains"] == 2
+    assert rec["in_force"] == {"busy_factor": ["1"], "min_interval": ["1"], "max_interval": ["2"]}
+    numa = sysr / "kernel/debug/sched/domains/cpu1/domain1"
+    mc = sysr / "kernel/debug/sched/domains/cpu1/domain0"
+    assert (numa / "busy_factor").read_text() == "1\n"
+    assert (mc / "busy_factor").read_text() == "16\n"  # other levels untouched
+    assert restore_sched_domain(rec) == "restored"
+    assert (numa / "busy_factor").read_text() == "16\n"
+    assert (numa / "max_interval").read_text() == "16\n"
+    # no such level (or no debugfs): absent, and the runner refuses to go on
+    assert set_sched_domain(str(sysr), {**want, "level": "PKG"})["status"] == "absent"
+    assert set_sched_domain(str(sysr), None)["status"] == "untouched"
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"busy_factor": 0},
+        {"busy_factor": True},
+        {"min_interval": 5, "max_interval": 2},
+        {"level": "numa; rm -rf /", "busy_factor": 1},
+        {"level": "NUMA"},
+        {"balance_interval": 1},
+    ],
+)
+def test_bad_sched_domain_rejected(bad: dict[str, Any]) -> None:
+    with pytest.raises(mr.JobError, match="sched_domain"):
+        mr.load_job({"sched_domain": bad, "programs": [{"cmd": ["true"]}]})
+
+
+def test_sched_domain_not_applied_fails_the_run(
+    bindir: Path, fake_sysctl: Path, tmp_path: Path
+) -> None:
+    job = mr.load_job(small_job(policy="mb", sched_domain={"busy_factor": 1}))
+    out = tmp_path / "out"
+    rc = mr.run_mix(job, str(out), str(fake_sysctl), sys_root=str(tmp_path / "nosys"),
+                    bin_dirs=[str(bindir)])  # fmt: skip
+    recs = records(out)
+    assert rc == 1 and not by_type(recs, "program")
+    assert "sched_domain" in recs[-1]["errors"][0] and "absent" in recs[-1]["errors"][0]
+    sysr = fake_domains(tmp_path / "sys")
+    out = tmp_path / "out2"
+    rc = mr.run_mix(job, str(out), str(fake_sysctl), sys_root=str(sysr), bin_dirs=[str(bindir)])
+    recs = records(out)
+    assert rc == 0, recs[-1]
+    assert recs[0]["sched_domain"]["status"] == "set"
+    assert recs[-1]["sysctls_restored"]["sched_domain"] == "restored"
+    numa = sysr / "kernel/debug/sched/domains/cpu0/domain1/busy_factor"
+    assert numa.read_text() == "16\n"

@@ -39,11 +39,11 @@ def test_sbatch_script_quotes_paths_and_groups_by_resources(tmp_path: Path) -> N
     out = tmp_path / "out dir; $(touch pwned)"
     ex = SlurmExecutor(out, "my sweep", "gpu", "proj-1", 4, ["--qos=low"])
     spec = load_spec(preset="paper")
-    runs = build_runs(spec, "gem5", PROV)
+    runs = build_runs(spec, "gem5", PROV, {"release": "k" * 16, "stock": "s" * 16})
     rds = [(RunDir(r.path(out)), r.resources) for r in runs]
     jobs = ex.plan(rds)
-    # 7 policies x 8 repeats: threads 16/32 (more memory) and 1/2/4/8
-    assert sorted(len(j.runs) for j in jobs) == [7 * 2 * 8, 7 * 4 * 8]
+    # stock + 7 policies x 8 repeats: threads 16/32 (more memory) and 1/2/4/8
+    assert sorted(len(j.runs) for j in jobs) == [8 * 2 * 8, 8 * 4 * 8]
     for j in jobs:
         s = j.script
         assert f"#SBATCH --array=0-{len(j.runs) - 1}%4" in s

@@ -46,7 +46,8 @@ def test_run_id_is_pinned() -> None:
 
 # 2026-11-23: machine gained link_bandwidth (GB/s per direction, None = HT3 default);
 # POINT_SCHEMA 2: numa_balancing is a point field
-PINNED = "a4b8c5b7c532ac9ad83ac0dfe8b2e97c0a22eb8ca4b8048d90bf43dacd36b449"
+# 2026-11-24: job options gained sched_domain (None = balancing intervals untouched)
+PINNED = "ef4638a63d533ae8175f8c8dfe0d63961de75e55ecd91ef5c6553e7d98e05a80"
 
 
 def test_run_id_is_stable_across_processes() -> None:

@@ -86,7 +86,12 @@ def no_prepare(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     called: list[bool] = []
 
     def prepare(
-        backend: str, variant: str, build: bool, gem5_flag: str | None, require: bool = True
+        backend: str,
+        variant: str,
+        build: bool,
+        gem5_flag: str | None,
+        require: bool = True,
+        extra_variants: tuple[str, ...] = (),
     ) -> bk.Artifacts:
         called.append(True)
         prov = Provenance(backend, "kernel-test", "image-test", {"configs": "t"}, "test")

@@ -77,7 +77,12 @@ def host_backend(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("FAKE_MODE", raising=False)
 
     def prepare(
-        backend: str, variant: str, build: bool, gem5_flag: str | None, require: bool = True
+        backend: str,
+        variant: str,
+        build: bool,
+        gem5_flag: str | None,
+        require: bool = True,
+        extra_variants: tuple[str, ...] = (),
     ) -> bk.Artifacts:
         prov = Provenance(backend, "kernel-test", "image-test", {"configs": "t"}, "host runner")
         return bk.Artifacts(prov, {"kernel": "/nonexistent/bzImage", "image": "/nonexistent/img"})
