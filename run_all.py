@@ -13,7 +13,9 @@
 
 The first line of `run` names the backend. Exit codes of `run`: 0 every run
 done, 1 some run failed or timed out, 2 bad spec/usage (also: more than 10,000
-runs without --allow-large), 3 missing prerequisite or stopped early (disk), 130
+runs without --allow-large; the paper/sensitivity presets on qemu without
+--allow-qemu-timing), 3 missing prerequisite (also: an image that lacks a
+program of the sweep's mixes) or stopped early (disk), 130
 interrupted (rerun the same command to resume). `status` and `report` exit 2
 when a directory does not exist or holds no runs. See analysis/README.md.
 """
@@ -160,6 +162,13 @@ def parser() -> argparse.ArgumentParser:
         help="confirm a sweep of more than 10,000 runs (refused without it)",
     )
     r.add_argument(
+        "--allow-qemu-timing",
+        dest="allow_qemu_timing",
+        action="store_true",
+        help="run the paper/sensitivity presets on the qemu backend anyway (refused without "
+        "it: qemu timing is functional emulation, not architectural performance)",
+    )
+    r.add_argument(
         "--no-build",
         dest="build",
         action="store_false",
@@ -288,6 +297,7 @@ def main(argv: list[str] | None = None) -> int:
         wait=a.wait,
         poll_s=a.poll,
         allow_large=a.allow_large,
+        allow_qemu_timing=a.allow_qemu_timing,
     )
     return run_sweep(spec, opt)
 

@@ -15,7 +15,6 @@ everything a backend started.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import importlib.util
 import json
@@ -29,6 +28,7 @@ from types import ModuleType
 from typing import Any
 
 from . import provenance as pv
+from . import staging
 from .point import Provenance, SweepPoint, canonical_json
 from .spec import topology_for
 
@@ -222,6 +222,7 @@ def load_qemu_boot() -> ModuleType:
 
 
 def run_qemu(rec: dict[str, Any], run_dir: Path, timeout_s: float) -> Outcome:
+    staging.check_inputs(rec)  # on a shared path, staged by the submitting host
     point = SweepPoint.from_dict(rec["point"])
     lat_key = "numa_factor" if point.numa_factor is not None else "link_latency"
     lat = point.numa_factor if point.numa_factor is not None else point.link_latency
@@ -354,23 +355,23 @@ def checkpoint_key(rec: dict[str, Any]) -> str:
     return hashlib.sha256(canonical_json(key).encode()).hexdigest()[:20]
 
 
-def ensure_checkpoint(rec: dict[str, Any], run_dir: Path, log: Any, timeout_s: float) -> Path:
-    """Create the boot checkpoint once, under a lock, and return its directory.
+def checkpoint_base() -> Path:
+    """Where boot checkpoints live: the artifact cache, shared by every node."""
+    return pv.cache_root() / "checkpoints"
 
-    Two workers asking for the same key serialise on ``<key>.lock``; the second
-    finds the finished checkpoint and reuses it. A failed boot leaves nothing.
+
+def ensure_checkpoint(rec: dict[str, Any], run_dir: Path, log: Any, timeout_s: float) -> Path:
+    """Create the boot checkpoint once and return its directory.
+
+    staging.build_once: workers (on any node sharing the cache) asking for the
+    same key wait on ``<key>.lock`` and reuse the finished checkpoint; a failed
+    or killed boot leaves nothing under ``<key>``. Inside a Slurm job
+    (NUMA_LB_STAGED_ONLY=1) a missing checkpoint is an error, never a boot: the
+    submitting host staged them before the array started.
     """
-    base = pv.cache_root() / "checkpoints"
-    base.mkdir(parents=True, exist_ok=True)
     key = checkpoint_key(rec)
-    final = base / key
-    with open(base / f"{key}.lock", "w") as lf:
-        fcntl.flock(lf, fcntl.LOCK_EX)
-        if (final / "DONE").exists():
-            return final
-        tmp = base / f"{key}.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir()
+
+    def boot(tmp: Path) -> None:
         cmd = gem5_command(rec, tmp, checkpoint=tmp / "cpt", take_checkpoint=True)
         log.write(f"boot checkpoint {key}: {cmd}\n".encode())
         log.flush()
@@ -379,13 +380,23 @@ def ensure_checkpoint(rec: dict[str, Any], run_dir: Path, log: Any, timeout_s: f
         )
         if r.returncode != 0 or not (tmp / "cpt").exists():
             raise RuntimeError(f"boot checkpoint failed (gem5 exit {r.returncode})")
-        (tmp / "DONE").write_text(json.dumps({"run": rec["run_id"]}) + "\n")
-        shutil.rmtree(final, ignore_errors=True)
-        tmp.rename(final)
-        return final
+
+    def note(msg: str) -> None:
+        log.write(f"{msg}\n".encode())
+        log.flush()
+
+    return staging.build_once(
+        checkpoint_base(),
+        key,
+        boot,
+        note=note,
+        allow_build=not staging.staged_only(),
+        what="boot checkpoint",
+    )
 
 
 def run_gem5(rec: dict[str, Any], run_dir: Path, timeout_s: float) -> Outcome:
+    staging.check_inputs(rec)  # on a shared path, staged by the submitting host
     point = SweepPoint.from_dict(rec["point"])
     logp = run_dir / "logs" / "gem5.log"
     with open(logp, "ab") as log:

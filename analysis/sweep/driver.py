@@ -16,7 +16,6 @@ an axis or in --repeats should not start, or even list, a million runs.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -30,6 +29,7 @@ from . import backends as bk
 from .executors import LocalExecutor, pool_size, summary_line
 from .matrix import Run, guest_job, iter_runs, kernel_variants, run_count
 from .point import ID_LEN_DIR, Provenance
+from .preflight import image_meta, image_problems, qemu_timing_refusal
 from .provenance import PrerequisiteError
 from .rundir import (
     FINAL,
@@ -43,7 +43,7 @@ from .rundir import (
     status_problem,
     write_json_atomic,
 )
-from .spec import Spec, parsec_image_problem
+from .spec import Spec
 
 EXIT_OK, EXIT_FAILED_RUNS, EXIT_USAGE, EXIT_PREREQ, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 LARGE_SWEEP = 10_000  # runs; more need --allow-large
@@ -62,6 +62,7 @@ class Options:
     wait: bool = True
     poll_s: float = 5.0
     allow_large: bool = False
+    allow_qemu_timing: bool = False  # --allow-qemu-timing: paper/sensitivity on qemu
     stream: TextIO = field(default=sys.stdout)
 
 
@@ -201,6 +202,10 @@ def run_sweep(spec: Spec, opt: Options) -> int:
         )
     )
     opt.stream.flush()
+    refusal = qemu_timing_refusal(spec, backend, why, opt.allow_qemu_timing)
+    if refusal:
+        w(f"error: refused: {refusal}\n")
+        return EXIT_USAGE
     out = (opt.out or Path("results") / spec.name).resolve()
     try:
         art = bk.prepare(
@@ -212,10 +217,9 @@ def run_sweep(spec: Spec, opt: Options) -> int:
             extra_variants=tuple(kernel_variants(spec)),
         )
         w(bk.announce(backend, art).replace("backend:", "using:", 1) + "\n")
-        meta = Path(art.paths["image"]).parent / "image.json"  # a dry run may have none
-        why = parsec_image_problem(spec, json.loads(meta.read_text()) if meta.is_file() else None)
+        why = image_problems(spec, image_meta(Path(art.paths["image"])))
         if why:
-            raise PrerequisiteError(f"PARSEC: {why}")
+            raise PrerequisiteError(why)
         if not opt.dry_run:
             check_disk(out, spec.resources["min_free_disk_bytes"])
         if opt.executor == "slurm" and not opt.dry_run:
@@ -232,6 +236,10 @@ def run_sweep(spec: Spec, opt: Options) -> int:
     runs = iter_runs(spec, backend, art.provenance, art.kernel_ids())
     if opt.dry_run:
         return dry_run(spec, opt, art, runs, out)
+    if opt.executor == "slurm":  # runs a dead node left "running" become interrupted
+        from .slurm import reconcile_dir
+
+        reconcile_dir(out)
     plan = make_plan(runs, out, opt.rerun_failed)
     _plan_summary(w, len(plan.to_run), plan.skipped, plan.notes)
 
@@ -284,7 +292,7 @@ def dry_run(spec: Spec, opt: Options, art: bk.Artifacts, runs: Iterable[Run], ou
             n_run += 1
             w(f"  {run.dirname} {run.point.label()}\n")
             if opt.executor == "slurm":
-                to_run.append((RunDir(run.path(out)), run.resources))
+                to_run.append((RunDir(run.path(out)), run))
         else:
             skipped[verdict] += 1
             if verdict == "running elsewhere":
@@ -292,7 +300,7 @@ def dry_run(spec: Spec, opt: Options, art: bk.Artifacts, runs: Iterable[Run], ou
     _plan_summary(w, n_run, skipped, notes)
     if opt.executor == "slurm":
         ex = _slurm(spec, out, opt)
-        ex.dry_run(ex.plan(to_run))
+        ex.dry_run(ex.prepare(to_run, art.provenance.tool_version))
     return EXIT_OK
 
 
@@ -374,10 +382,19 @@ def _run_slurm(spec: Spec, out: Path, opt: Options, plan: Plan, art: bk.Artifact
             continue  # queued by an earlier invocation: wait for it, do not resubmit
         if rd.state() in FINAL:
             rd.reset_for_rerun()
-        submit.append((rd, run.resources))
+        submit.append((rd, run))
     if len(submit) < len(rds):
         opt.stream.write(f"slurm: {len(rds) - len(submit)} run(s) already queued\n")
-    ex.submit(ex.plan(submit))
+    jobs = ex.prepare(submit, art.provenance.tool_version) if submit else []  # + cost preview
+    if submit:
+        from .staging import NotStaged, stage_runs
+
+        try:  # kernel, image, gem5, boot checkpoints: here, once, before the array
+            stage_runs([rd.spec() for rd, _ in submit], opt.stream, out / "slurm")
+        except (NotStaged, RuntimeError, OSError) as e:
+            opt.stream.write(f"error: staging failed, nothing submitted: {e}\n")
+            return EXIT_PREREQ
+    ex.submit(jobs)
     if not opt.wait:
         opt.stream.write("slurm: not waiting (--no-wait); rerun the same command to collect\n")
         return EXIT_OK

@@ -95,6 +95,7 @@ def test_dry_run_prints_the_script(slurm_cluster: dict[str, str], tmp_path: Path
             "paper",
             "--backend",
             "qemu",
+            "--allow-qemu-timing",
             "--executor",
             "slurm",
             "--dry-run",
@@ -116,18 +117,25 @@ def test_dry_run_prints_the_script(slurm_cluster: dict[str, str], tmp_path: Path
 
 # --------------------------------------------------------------- state mapping
 @pytest.fixture
-def host_slurm(slurm_cluster: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+def host_slurm(
+    slurm_cluster: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     for k, v in slurm_cluster.items():
         if k != "dir":
             monkeypatch.setenv(k, v)
     monkeypatch.setenv("NUMA_LB_TEST_RUNNER", "test_sweep_local:host_runner")
     monkeypatch.setenv("PYTHONPATH", f"{UNIT}:{ROOT}")
+    # the host runner reads neither; the stage step before sbatch checks they exist
+    paths = {"kernel": str(tmp_path / "bzImage"), "image": str(tmp_path / "rootfs.img")}
+    for p in paths.values():
+        Path(p).write_text("placeholder: the host runner never reads it\n")
 
     def prepare(
-        backend: str, variant: str, build: bool, gem5_flag: str | None, require: bool = True
-    ) -> bk.Artifacts:
+        backend: str, variant: str, build: bool, gem5_flag: str | None, require: bool = True,
+        **kw: Any,
+    ) -> bk.Artifacts:  # fmt: skip
         prov = Provenance(backend, "kernel-test", "image-test", {"configs": "t"}, "host runner")
-        return bk.Artifacts(prov, {"kernel": "/nonexistent", "image": "/nonexistent"})
+        return bk.Artifacts(prov, dict(paths))
 
     monkeypatch.setattr(bk, "prepare", prepare)
 

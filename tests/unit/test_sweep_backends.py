@@ -116,7 +116,7 @@ def _run_dir(tmp_path: Path, name: str, state: State, job: str) -> RunDir:
 def test_reconcile_maps_terminal_slurm_states(tmp_path: Path) -> None:
     cases = {
         "a": (State.PENDING, "7_0", "CANCELLED", "interrupted"),
-        "b": (State.RUNNING, "7_1", "NODE_FAIL", "failed"),
+        "b": (State.RUNNING, "7_1", "NODE_FAIL", "interrupted"),  # the node, not the run
         "c": (State.RUNNING, "7_2", "OUT_OF_MEMORY", "failed"),
         "d": (State.INTERRUPTED, "7_3", "TIMEOUT", "timeout"),
         "e": (State.RUNNING, "7_4", "COMPLETED", "failed"),  # worker wrote nothing
