@@ -115,7 +115,7 @@ def load_run(
         rec["run_id"] = path.name
         rec["state"] = "unknown"
         return rec, rows, errors
-    rec.update({k: point.get(k) for k in SPEC_COLS})
+    rec.update({k: point_value(point, k) for k in SPEC_COLS})
     if rec["numa_balancing"] is None:  # points before schema 2: the rule then in force
         rec["numa_balancing"] = 1 if rec["policy"] == "autonuma" else 0
     rec.update(
@@ -193,7 +193,7 @@ def _read_spec(
     if not isinstance(point, dict) or not isinstance(prov, dict):
         errors.append(("spec.json", "has no point or provenance object"))
         return None, {}, {}
-    bad = [k for k in SPEC_COLS if not _fits(k, point.get(k))]
+    bad = [k for k in SPEC_COLS if not _fits(k, point_value(point, k))]
     if bad:
         errors.append(("spec.json", f"point fields of the wrong type: {', '.join(bad)}"))
         return None, {}, {}
@@ -208,6 +208,14 @@ _NUMERIC_COLS = {
     "numa_factor",
     "numa_balancing",
 }
+
+
+def point_value(point: dict[str, Any], col: str) -> Any:
+    """A spec column of a point: its field, or for pinning its job option."""
+    if col == "pinning":
+        jo = point.get("job_options")
+        return jo.get("pinning") if isinstance(jo, dict) else None
+    return point.get(col)
 
 
 def _fits(col: str, v: Any) -> bool:
@@ -287,6 +295,7 @@ def build_frames(
         "metric",
         "link_latency",
         "kernel_variant",
+        "pinning",
     ):
         metrics[c] = metrics[c].astype("category")
     for c in ("sockets", "cores_per_socket", "threads", "repeat"):

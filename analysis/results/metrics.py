@@ -438,6 +438,7 @@ SPEC_COLS = [
     "mix",
     "repeat",
     "kernel_variant",
+    "pinning",  # job option (point.job_options), an axis for the positive control
 ]
 # Those that identify a configuration: everything but the treatment (policy and
 # NUMA balancing) and the repeat.

@@ -34,7 +34,7 @@ from typing import Any
 import pandas as pd
 
 from ..sweep.backends import CAVEATS
-from . import plots
+from . import finding, plots
 from .frames import Frames, build_frames
 from .metrics import CONFIG_COLS, METRICS, summarize
 
@@ -255,6 +255,9 @@ def build(fr: Frames, title: str, inputs: list[Path]) -> list[Section]:
     rmx = select(mx, ref)
     threads = sorted(int(t) for t in rmx["threads"].unique())
     secs.append(headline(mx, ref, rmx, qemu_note, runs))
+    fs = finding_section(mx, qemu_note)
+    if fs:
+        secs.append(fs)
     secs.append(fig11(rmx, ref, qemu_note))
     s12 = fig12(rmx, ref, qemu_note)
     if s12:
@@ -267,6 +270,91 @@ def build(fr: Frames, title: str, inputs: list[Path]) -> list[Section]:
     secs.append(definitions())
     secs.append(errors_section(fr))
     return secs
+
+
+FINDING_METRICS = (
+    "cross_node_migrations",
+    "migrations_balance_xnode",
+    "remote_ratio",
+    "ipc",
+    "llc_mpki",
+    "lb_attempts",
+    "lb_migrated",
+    "lb_taken_leader_dst",
+    "lb_skipped_leader_src",
+    "lb_picked_none",
+    "lb_active_moved",
+)
+
+
+def finding_section(mx: pd.DataFrame, note: str) -> Section | None:
+    """Positive control, go/no-go gate, improvement per policy and NUMA factor
+    with paired 95 % CIs, the decision counters, and the conclusion (issue 15)."""
+    ctl = finding.positive_control(mx)
+    g = finding.gate(mx)
+    imp = finding.improvement_by_factor(mx)
+    if ctl is None and g is None:
+        return None
+    s = Section("First finding: control, gate, improvement per NUMA factor" + note)
+    if ctl is not None:
+        s.items.append(
+            Table(
+                ["f", "elapsed direct", "elapsed crossed", "crossed / direct",
+                 "remote ratio direct", "remote ratio crossed"],
+                [[f"{r.numa_factor:g}", _fmt(r.elapsed_direct), _fmt(r.elapsed_crossed),
+                  _fmt(r.crossed_over_direct), _fmt(r.remote_ratio_direct),
+                  _fmt(r.remote_ratio_crossed)] for r in ctl.itertuples()],
+                "Positive control: one program pinned on its data's node (direct) or one hop "
+                "away (crossed); mean over repeats",
+            )  # fmt: skip
+        )
+    if g is not None:
+        verdict = "PASSED" if g.passed else "FAILED"
+        s.paras.append(
+            f"Go/no-go gate: {verdict}. Needs, per run: under default at least "
+            f"{finding.GATE_MIN_BALANCE_XNODE} cross-node load-balancing migrations (detach + "
+            "active balance, the kernel's per-process counts); under mbplus and excl non-zero "
+            "leader-on-destination takes and leader-on-source skips."
+        )
+        summ = (
+            g.rows.groupby(["policy", "numa_factor", "check"], observed=True)
+            .agg(runs=("ok", "size"), passed=("ok", "sum"), min=("value", "min"))
+            .reset_index()
+        )
+        s.items.append(
+            Table(
+                ["policy", "f", "check", "runs", "passed", "min value"],
+                [[r.policy, f"{r.numa_factor:g}", r.check, int(r.runs), int(r.passed),
+                  _fmt(float(r.min))] for r in summ.itertuples()],  # fmt: skip
+                "Gate checks per policy and NUMA factor",
+            )
+        )
+    if not imp.empty:
+        b = baseline_name(mx)
+        s.items.append(
+            Table(
+                ["policy", "f", f"improvement over {b}", "95 % CI", "pairs", "beyond CI"],
+                [[r.policy, f"{r.numa_factor:g}", f"{r.mean:+.2f} %",
+                  f"[{r.ci95_lo:+.2f}, {r.ci95_hi:+.2f}]" if r.n >= 2 else "–",
+                  int(r.n), "yes" if r.differs else "no"]
+                 for r in imp.sort_values(["numa_factor", "policy"]).itertuples()],
+                "Improvement = (baseline time / policy time − 1) × 100, paired by repeat",
+            )  # fmt: skip
+        )
+    have = [m for m in FINDING_METRICS if m in set(mx["metric"].astype(str))]
+    if have:
+        t = summarize(mx[mx["metric"].isin(have)], ["policy", "numa_factor", "metric"])
+        rows = []
+        for (pol, f), gg in t.groupby(["policy", "numa_factor"], observed=True):
+            vals = dict(zip(gg["metric"].astype(str), gg["mean"], strict=False))
+            rows.append([pol, f"{f:g}", *[_fmt(vals.get(m, math.nan)) for m in have]])
+        rows.sort(key=lambda r: (r[1], plots.order_policies([str(r[0])])))
+        s.items.append(
+            Table(["policy", "f", *have], rows, "Per-run means: migrations, remote-access "
+                  "ratio, busy-cycle IPC, LLC MPKI and the kernel's decision counters")
+        )  # fmt: skip
+    s.paras.extend(finding.conclusion(imp, g, ctl))
+    return s
 
 
 def headline(

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .point import ID_LEN_DIR, STOCK_KERNEL, STOCK_POLICY, Provenance, RunIds, SweepPoint
-from .spec import Spec
+from .spec import Spec, excluded, point_count
 
 JOB_SCHEMA = 1
 
@@ -46,12 +46,7 @@ class Run:
 
 def run_count(spec: Spec) -> int:
     """How many runs the spec expands to, without expanding it."""
-    ax = spec.axes
-    lat_key = "numa_factor" if ax["numa_factor"] else "link_latency"
-    n = spec.repeats
-    for k in ("mix", "sockets", "cores_per_socket", lat_key, "threads", "numa_balancing", "policy"):
-        n *= len(ax[k])
-    return n
+    return point_count(spec.axes, spec.exclude) * spec.repeats
 
 
 def iter_points(spec: Spec, backend: str) -> Iterator[SweepPoint]:
@@ -67,16 +62,26 @@ def iter_points(spec: Spec, backend: str) -> Iterator[SweepPoint]:
     cpu = dict(spec.cpu) if backend == "gem5" else None
     gem5 = dict(spec.gem5) if backend == "gem5" else None
     programs: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    for rep, mix, s, c, lat, t, nb, pol in itertools.product(
+    # one job-options object per pinning (the spec's own when it is the same)
+    jobs = {pin: job if pin == job["pinning"] else {**job, "pinning": pin}
+            for pin in ax["pinning"]}  # fmt: skip
+    for rep, mix, s, c, lat, t, pin, nb, pol in itertools.product(
         range(spec.repeats),
         ax["mix"],
         ax["sockets"],
         ax["cores_per_socket"],
         ax[lat_key],
         ax["threads"],
+        ax["pinning"],
         ax["numa_balancing"],
         ax["policy"],
     ):
+        if spec.exclude and excluded(
+            spec,
+            {"mix": mix, "sockets": s, "cores_per_socket": c, lat_key: lat, "threads": t,
+             "numa_balancing": nb, "policy": pol, "pinning": pin},
+        ):  # fmt: skip
+            continue
         progs = programs.get((mix, t))
         if progs is None:
             progs = [{**p, "threads": p.get("threads", t)} for p in spec.mixes[mix]]
@@ -94,7 +99,7 @@ def iter_points(spec: Spec, backend: str) -> Iterator[SweepPoint]:
             kernel_variant=spec.kernel_variant,
             numa_balancing=1 if pol == "autonuma" else nb,
             machine=machine,
-            job_options=job,
+            job_options=jobs[pin],
             programs=progs,
             cpu=cpu,
             gem5=gem5,

@@ -103,6 +103,7 @@ class SweepPoint:
             "repeat": self.repeat,
             "kernel_variant": self.kernel_variant,
             "numa_balancing": self.numa_balancing,
+            "pinning": self.job_options.get("pinning"),
         }
 
 

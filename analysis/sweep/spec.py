@@ -62,6 +62,7 @@ AXES = (
     "cores_per_socket",
     "threads",
     "mix",
+    "pinning",  # the mix runner's pinning scenario; default: [job.pinning]
 )
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")
 _SLURM_WORD = re.compile(r"^[A-Za-z0-9_.,:@%+-]{1,128}$")
@@ -171,6 +172,7 @@ _AXIS_DEFAULTS: dict[str, list[Any]] = {
     "cores_per_socket": [4],
     "threads": [4],
     "mix": [],
+    "pinning": [],
 }
 
 
@@ -193,6 +195,8 @@ class Spec:
     mix_descriptions: dict[str, str] = field(default_factory=dict)
     source: str = ""
     raw: dict[str, Any] = field(default_factory=dict)
+    # [[exclude]] rules: a point matching every axis of one rule is not run
+    exclude: list[dict[str, list[Any]]] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------- values
@@ -320,7 +324,7 @@ def load_spec(
 
 
 def validate(doc: dict[str, Any], default_name: str = "sweep") -> Spec:
-    known = set(_SECTIONS) | {"axes", "mixes"}
+    known = set(_SECTIONS) | {"axes", "mixes", "exclude"}
     for key in doc:
         if key not in known:
             raise SpecError(key, "unknown section", sorted(known))
@@ -367,6 +371,12 @@ def validate(doc: dict[str, Any], default_name: str = "sweep") -> Spec:
     resources = _validate_resources(sec["resources"])
     mixes, mix_desc = _validate_mixes(doc.get("mixes"), job)
     axes = _validate_axes(doc.get("axes", {}), mixes)
+    if not axes["pinning"]:
+        axes["pinning"] = [job["pinning"]]
+    elif "pinning" in doc.get("job", {}):
+        raise SpecError("axes.pinning", "give axes.pinning or job.pinning, not both")
+    for i, pin in enumerate(axes["pinning"]):
+        _choice(f"axes.pinning[{i}]", pin, PINNINGS)
     if sw["kernel_variant"] == "nokmlb":
         bad = [p for p in axes["policy"] if p not in NOKMLB_POLICIES]
         if bad:
@@ -377,6 +387,9 @@ def validate(doc: dict[str, Any], default_name: str = "sweep") -> Spec:
             )
     _validate_topologies(axes, machine)
     _validate_thread_limits(axes, mixes)
+    exclude = _validate_exclude(doc.get("exclude", []), axes)
+    if point_count(axes, exclude) == 0:
+        raise SpecError("exclude", "the rules exclude every point of the sweep")
 
     return Spec(
         name=name,
@@ -393,6 +406,65 @@ def validate(doc: dict[str, Any], default_name: str = "sweep") -> Spec:
         mixes=mixes,
         mix_descriptions=mix_desc,
         raw=copy.deepcopy(doc),
+        exclude=exclude,
+    )
+
+
+def _validate_exclude(rules: Any, axes: dict[str, list[Any]]) -> list[dict[str, list[Any]]]:
+    """[[exclude]] tables: axis -> values. A rule must name axis values that exist,
+    rules must not overlap (so the run count stays a sum), and something must remain."""
+    if not isinstance(rules, list):
+        raise SpecError("exclude", "must be a list of tables ([[exclude]])")
+    out: list[dict[str, list[Any]]] = []
+    for i, r in enumerate(rules):
+        if not isinstance(r, dict) or not r:
+            raise SpecError(f"exclude[{i}]", "must be a non-empty table of axis = [values]")
+        rule: dict[str, list[Any]] = {}
+        for k, v in r.items():
+            if k not in AXES:
+                raise SpecError(f"exclude[{i}].{k}", "unknown axis", AXES)
+            vals = v if isinstance(v, list) else [v]
+            for x in vals:
+                if not any(_same(x, a) for a in axes[k]):
+                    raise SpecError(
+                        f"exclude[{i}].{k}", f"{x!r} is not a value of axes.{k}", axes[k]
+                    )
+            rule[k] = vals
+        for j, other in enumerate(out):
+            if all(any(_same(x, y) for x in rule[k] for y in other[k])
+                   for k in set(rule) & set(other)):  # fmt: skip
+                raise SpecError(f"exclude[{i}]", f"overlaps exclude[{j}]: make them disjoint")
+        out.append(rule)
+    return out
+
+
+def point_count(axes: dict[str, list[Any]], exclude: list[dict[str, list[Any]]]) -> int:
+    """Points of the axes' product minus those of the (disjoint) exclude rules."""
+    lat_key = "numa_factor" if axes["numa_factor"] else "link_latency"
+    keys = ("mix", "sockets", "cores_per_socket", lat_key, "threads", "numa_balancing", "policy")
+    keys += ("pinning",) if axes.get("pinning") else ()
+    n = 1
+    for k in keys:
+        n *= len(axes[k])
+    for rule in exclude:
+        m = 1
+        for k in keys:
+            m *= len(rule[k]) if k in rule else len(axes[k])
+        n -= m
+    return n
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float | int) and isinstance(b, float | int) and not isinstance(a, bool):
+        return abs(a - b) < 1e-9
+    return bool(a == b)
+
+
+def excluded(spec: Spec, values: dict[str, Any]) -> bool:
+    """Whether a point with these axis values is excluded by a rule of @spec."""
+    return any(
+        all(any(_same(values[k], x) for x in vals) for k, vals in rule.items())
+        for rule in spec.exclude
     )
 
 

@@ -52,6 +52,7 @@ def test_frame_is_tidy_with_spec_columns() -> None:
         rows = m[m["run_id"] == rid]
         # points before POINT_SCHEMA 2 carry no numa_balancing: autonuma had it on
         point.setdefault("numa_balancing", 1 if point["policy"] == "autonuma" else 0)
+        point["pinning"] = point["job_options"].get("pinning")  # a job option
         for c in SPEC_COLS:
             vals = {None if pd.isna(v) else v for v in rows[c].astype(object)}
             assert vals == {point[c]}, c

@@ -203,3 +203,33 @@ def test_ruby_randomization_is_refused_for_study_runs() -> None:
     for arg in ("--perturb", "--perturb=1"):
         with pytest.raises(SpecError, match=r"gem5\.args\[1\]: --perturb is refused"):
             load_spec(preset="gem5-small", overrides=[f'gem5.args=["--seed", "{arg}"]'])
+
+
+def test_exclude_rules_drop_points_and_keep_the_count_exact() -> None:
+    from analysis.sweep.matrix import run_count  # noqa: PLC0415
+
+    over = [
+        "axes.policy=stock,default,excl",
+        "axes.numa_factor=1.1,1.6,2.5",
+        'exclude=[{policy = ["default"], numa_factor = [1.1, 2.5]}]',
+    ]
+    s = load_spec(preset="quick", overrides=over)
+    pts = points(s, "qemu")
+    assert len(pts) == run_count(s) == (9 - 2) * s.repeats * len(s.axes["mix"])
+    assert not [p for p in pts if p.policy == "default" and p.numa_factor != 1.6]
+    assert {p.numa_factor for p in pts if p.policy == "stock"} == {1.1, 1.6, 2.5}
+
+
+@pytest.mark.parametrize(
+    ("rules", "message"),
+    [
+        ('[{policy = ["tm"]}]', "not a value of axes.policy"),
+        ('[{colour = ["red"]}]', "unknown axis"),
+        ('[{policy = ["default"]}, {policy = ["default", "excl"]}]', "overlaps exclude"),
+        ('[{policy = ["stock", "default", "excl"]}]', "exclude every point"),
+        ('"default"', "list of tables"),
+    ],
+)
+def test_bad_exclude_rules_are_refused(rules: str, message: str) -> None:
+    with pytest.raises(SpecError, match=message):
+        load_spec(preset="quick", overrides=["axes.policy=stock,default,excl", f"exclude={rules}"])

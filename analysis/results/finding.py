@@ -1,0 +1,160 @@
+"""The first finding's analysis (issue 15): positive control, go/no-go gate,
+improvement over the unmodified kernel per NUMA factor with paired 95 % CIs,
+and a conclusion written from those numbers.
+
+Everything here reads the mix-level rows of the tidy metrics frame
+(``entity_type == "mix"``) and returns plain frames and sentences; report.py
+lays them out. Thresholds are the issue's, named once below.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from .metrics import summarize
+
+# Go/no-go gate of a discriminating scenario (issue 15 item 2)
+GATE_MIN_BALANCE_XNODE = 50  # default: cross-node load-balancing migrations per run
+GATE_LEADER_POLICIES = ("mbplus", "excl")  # need leader takes and leader skips > 0
+BALANCE_XNODE = ("migrations_balance_xnode", "migrations_active_balance_xnode")
+LEADER_COUNTERS = ("lb_taken_leader_dst", "lb_skipped_leader_src")
+
+FIDELITY_CAVEATS = (
+    "no L3 (MOESI_hammer: the LLC is the private L2)",
+    "in-order TimingSimpleCPU in the ROI",
+    "synthetic programs (not PARSEC)",
+    "Linux 6.1 instead of the paper's 3.11",
+    "balancing intervals scaled to the ROI (docs/DESIGN.md, Time scale)",
+)
+
+
+def _values(mx: pd.DataFrame, metric: str) -> pd.DataFrame:
+    return mx[mx["metric"] == metric]
+
+
+def positive_control(mx: pd.DataFrame) -> pd.DataFrame | None:
+    """Per NUMA factor: mean elapsed pinned direct and crossed, their ratio, and
+    the gem5 remote-access ratio of each. None without both pinnings."""
+    if "pinning" not in mx.columns:
+        return None
+    pins = set(mx["pinning"].dropna().astype(str))
+    if not {"direct", "crossed"} <= pins:
+        return None
+    rows = []
+    for f, g in mx.groupby("numa_factor", dropna=False, observed=True):
+        row: dict[str, float] = {"numa_factor": float(f)}
+        for pin in ("direct", "crossed"):
+            gp = g[g["pinning"].astype(str) == pin]
+            for metric, col in (("elapsed_s", "elapsed"), ("remote_ratio", "remote_ratio")):
+                v = gp[gp["metric"] == metric]["value"]
+                row[f"{col}_{pin}"] = float(v.mean()) if len(v) else math.nan
+        d, c = row["elapsed_direct"], row["elapsed_crossed"]
+        row["crossed_over_direct"] = c / d if d and d > 0 else math.nan
+        rows.append(row)
+    return pd.DataFrame(rows).sort_values("numa_factor").reset_index(drop=True)
+
+
+def control_grows(ctl: pd.DataFrame) -> bool:
+    """The NUMA effect (crossed/direct) grows with f, strictly, over >= 2 factors."""
+    r = ctl["crossed_over_direct"].tolist()
+    return len(r) >= 2 and all(b > a for a, b in zip(r, r[1:], strict=False))
+
+
+@dataclass
+class GateResult:
+    rows: pd.DataFrame  # one per (numa_factor, policy, repeat, check)
+    passed: bool
+    reasons: list[str]
+
+
+def gate(mx: pd.DataFrame) -> GateResult | None:
+    """The go/no-go gate per run: default needs >= GATE_MIN_BALANCE_XNODE
+    cross-node load-balancing migrations (detach + active balance, summed over
+    the mix's thread groups, kernel counts at program end); mbplus and excl
+    need non-zero leader-on-destination takes and leader-on-source skips.
+    None when the runs hold none of those policies."""
+    pol = mx["policy"].astype(str)
+    have = set(pol)
+    if "default" not in have and not have & set(GATE_LEADER_POLICIES):
+        return None
+    rows = []
+    keys = ["numa_factor", "repeat"]
+    for (p, f, r), g in mx.groupby([pol, *keys], dropna=False, observed=True):
+        if p == "default":
+            vals = [g[g["metric"] == m]["value"] for m in BALANCE_XNODE]
+            v = float(sum(x.sum() for x in vals)) if all(len(x) for x in vals) else math.nan
+            rows.append((f, p, r, "cross-node balancing migrations", v,
+                         f">= {GATE_MIN_BALANCE_XNODE}",
+                         bool(v >= GATE_MIN_BALANCE_XNODE)))  # fmt: skip
+        elif p in GATE_LEADER_POLICIES:
+            for m in LEADER_COUNTERS:
+                x = g[g["metric"] == m]["value"]
+                v = float(x.sum()) if len(x) else math.nan
+                rows.append((f, p, r, m, v, "> 0", bool(v > 0)))
+    df = pd.DataFrame(
+        rows, columns=["numa_factor", "policy", "repeat", "check", "value", "needs", "ok"]
+    )
+    reasons = [
+        f"{x.policy} f={x.numa_factor:g} r{int(x.repeat)}: {x.check} = {x.value:g} "
+        f"(needs {x.needs})"
+        for x in df[~df["ok"]].itertuples()
+    ]
+    return GateResult(df, bool(len(df)) and not reasons, reasons)
+
+
+def improvement_by_factor(mx: pd.DataFrame) -> pd.DataFrame:
+    """Improvement over the baseline (stock where the runs have it) per policy
+    and NUMA factor: mean, 95 % CI bounds over repeats (paired by repeat), n,
+    and whether the interval excludes 0."""
+    imp = mx[mx["metric"] == "improvement_pct"]
+    if "baseline" in imp.columns:
+        imp = imp[imp["policy"].astype(str) != imp["baseline"].astype(str)]
+    if imp.empty:
+        return pd.DataFrame(
+            columns=["policy", "numa_factor", "mean", "ci95_lo", "ci95_hi", "n", "differs"]
+        )
+    s = summarize(imp, ["policy", "numa_factor"])
+    s["differs"] = (s["n"] >= 2) & ((s["ci95_lo"] > 0) | (s["ci95_hi"] < 0))
+    return s
+
+
+def conclusion(
+    imp: pd.DataFrame, gate_result: GateResult | None, ctl: pd.DataFrame | None
+) -> list[str]:
+    """Sentences written from the numbers: the control, the gate, and which
+    policies differ from the baseline beyond their intervals at which f."""
+    out = []
+    if ctl is not None and len(ctl):
+        rs = ", ".join(
+            f"f={r.numa_factor:g}: x{r.crossed_over_direct:.3f}" for r in ctl.itertuples()
+        )
+        grows = "grows" if control_grows(ctl) else "does NOT grow"
+        out.append(
+            f"Positive control: crossed/direct elapsed {rs}; the NUMA effect {grows} with f."
+        )
+    if gate_result is not None:
+        if gate_result.passed:
+            out.append("Gate: passed in every run; the scenario can discriminate the policies.")
+        else:
+            out.append(
+                f"Gate: FAILED in {len(gate_result.reasons)} check(s) "
+                f"(e.g. {gate_result.reasons[0]}); this scenario is not used for conclusions."
+            )
+    if not imp.empty and (gate_result is None or gate_result.passed):
+        diff = imp[imp["differs"]]
+        if diff.empty:
+            out.append(
+                "No policy differs from the baseline beyond its 95 % interval at any NUMA factor."
+            )
+        for r in diff.itertuples():
+            word = "faster" if r.mean > 0 else "slower"
+            out.append(
+                f"{r.policy} at f={r.numa_factor:g}: {r.mean:+.1f} % "
+                f"[{r.ci95_lo:+.1f}, {r.ci95_hi:+.1f}] ({word} than the baseline, "
+                f"{int(r.n)} paired repeats)."
+            )
+    out.append("Fidelity caveats: " + "; ".join(FIDELITY_CAVEATS) + ".")
+    return out

@@ -1,0 +1,90 @@
+"""analysis/results/finding.py: the positive control, the go/no-go gate, the
+improvement per NUMA factor and the conclusion, on small tidy frames."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from analysis.results import finding
+from analysis.results.metrics import add_speedup
+
+
+def row(policy: str, f: float, rep: int, metric: str, value: float, **kw: Any) -> dict[str, Any]:
+    return {"backend": "gem5", "sockets": 4, "cores_per_socket": 2, "numa_factor": f,
+            "link_latency": None, "threads": 6, "mix": "lb3", "kernel_variant": "release",
+            "pinning": "free", "numa_balancing": 0, "repeat": rep, "entity_type": "mix",
+            "entity": "lb3", "policy": policy, "metric": metric, "value": value, **kw}  # fmt: skip
+
+
+def test_positive_control_ratio_and_growth() -> None:
+    rows = []
+    for f, crossed in ((1.1, 1.02), (1.6, 1.10), (2.5, 1.30)):
+        rows.append(row("stock", f, 0, "elapsed_s", 1.0, pinning="direct"))
+        rows.append(row("stock", f, 0, "elapsed_s", crossed, pinning="crossed"))
+        rows.append(row("stock", f, 0, "remote_ratio", 0.05, pinning="direct"))
+        rows.append(row("stock", f, 0, "remote_ratio", 0.9, pinning="crossed"))
+    ctl = finding.positive_control(pd.DataFrame(rows))
+    assert ctl is not None
+    assert ctl["crossed_over_direct"].round(3).tolist() == [1.02, 1.10, 1.30]
+    assert finding.control_grows(ctl)
+    flat = ctl.assign(crossed_over_direct=[1.1, 1.1, 1.2])
+    assert not finding.control_grows(flat)
+    # no crossed runs: no control
+    assert finding.positive_control(pd.DataFrame(rows[:1])) is None
+
+
+def gate_frame(balance: float, taken: float, skipped: float) -> pd.DataFrame:
+    rows = []
+    for rep in range(2):
+        rows.append(row("default", 1.6, rep, "migrations_balance_xnode", balance))
+        rows.append(row("default", 1.6, rep, "migrations_active_balance_xnode", 5.0))
+        for p in ("mbplus", "excl"):
+            rows.append(row(p, 1.6, rep, "lb_taken_leader_dst", taken))
+            rows.append(row(p, 1.6, rep, "lb_skipped_leader_src", skipped))
+    return pd.DataFrame(rows)
+
+
+def test_gate_passes_and_fails_on_each_check() -> None:
+    g = finding.gate(gate_frame(45.0, 3.0, 2.0))  # 45 + 5 active = 50
+    assert g is not None and g.passed and not g.reasons
+    g = finding.gate(gate_frame(44.0, 3.0, 2.0))
+    assert g is not None and not g.passed
+    assert len(g.reasons) == 2 and "cross-node balancing migrations = 49" in g.reasons[0]
+    g = finding.gate(gate_frame(100.0, 3.0, 0.0))
+    assert g is not None and not g.passed
+    assert all("lb_skipped_leader_src" in r for r in g.reasons)
+    # a counter the runs do not have is a failure, not a pass
+    no_counters = gate_frame(100.0, 3.0, 2.0)
+    no_counters = no_counters[no_counters["metric"] != "lb_taken_leader_dst"]
+    g = finding.gate(no_counters)
+    assert g is not None and not g.passed
+    assert finding.gate(pd.DataFrame([row("stock", 1.6, 0, "elapsed_s", 1.0)])) is None
+
+
+def test_improvement_per_factor_is_paired_and_flags_what_clears_its_interval() -> None:
+    rows = []
+    for rep, (t_stock, t_excl, t_mb) in enumerate(((10.0, 9.0, 10.1), (12.0, 10.8, 11.7),
+                                                   (11.0, 9.9, 11.2))):  # fmt: skip
+        rows += [row("stock", 1.6, rep, "elapsed_s", t_stock),
+                 row("excl", 1.6, rep, "elapsed_s", t_excl),
+                 row("mbplus", 1.6, rep, "elapsed_s", t_mb)]  # fmt: skip
+    mx = add_speedup(pd.DataFrame(rows))
+    imp = finding.improvement_by_factor(mx).set_index("policy")
+    assert set(imp.index) == {"excl", "mbplus"}  # the baseline itself is not listed
+    assert imp.loc["excl", "differs"] and not imp.loc["mbplus", "differs"]
+    assert abs(imp.loc["excl", "mean"] - 100 * (10 / 9 - 1)) < 0.01
+    text = finding.conclusion(finding.improvement_by_factor(mx), None, None)
+    assert any(t.startswith("excl at f=1.6: +11.1 %") for t in text)
+    assert not any(t.startswith("mbplus") for t in text)
+    assert text[-1].startswith("Fidelity caveats:")
+
+
+def test_a_failed_gate_withholds_conclusions() -> None:
+    g = finding.gate(gate_frame(1.0, 0.0, 0.0))
+    imp = pd.DataFrame([{"policy": "excl", "numa_factor": 1.6, "mean": 5.0, "ci95_lo": 1.0,
+                         "ci95_hi": 9.0, "n": 3, "differs": True}])  # fmt: skip
+    text = finding.conclusion(imp, g, None)
+    assert any("Gate: FAILED" in t and "not used for conclusions" in t for t in text)
+    assert not any(t.startswith("excl at") for t in text)
