@@ -19,6 +19,10 @@ PINNINGS = ("free", "direct", "interleave", "crossed")
 SYNTHETIC = tuple(parsec_catalog.SYNTHETIC)
 _NAME_OK = re.compile(r"^[A-Za-z0-9_.+-]{1,64}$")
 _POLICY_OK = re.compile(r"^[a-z0-9_]{1,32}$")
+# The user-level, counter-driven policies: the guest init runs the named one's
+# daemon (daemons/numa_lb_daemon.py) on the stock balancer, i.e. the patched
+# kernel's default selection; daemon_params override the daemon's defaults.
+DAEMON_POLICIES = ("imar", "imar2", "devil", "plb")
 
 
 class JobError(Exception):
@@ -41,7 +45,7 @@ def load_job(job: Dict[str, Any]) -> Dict[str, Any]:
     known = {
         "schema", "run_id", "policy", "numa_balancing", "strict_policy", "pinning",
         "pin_threads", "sample_interval_s", "read_sched", "timeout_s", "parsec",
-        "bin_dir", "programs", "restore_sysctls", "seed", "sched_domain",
+        "bin_dir", "programs", "restore_sysctls", "seed", "sched_domain", "daemon_params",
     }  # fmt: skip
     unknown = sorted(set(job) - known)
     if unknown:
@@ -77,7 +81,12 @@ def load_job(job: Dict[str, Any]) -> Dict[str, Any]:
         # the unmodified kernel: there is no policy sysctl to write, and
         # mix_run.py fails the run if there is one (the wrong kernel booted)
         out["policy"] = None
+    elif pol in DAEMON_POLICIES:
+        out["policy"] = "default"
     out["policy_requested"] = pol
+    out["daemon_params"] = _get(job, "daemon_params", dict)
+    if out["daemon_params"] is not None and pol not in DAEMON_POLICIES:
+        raise JobError(f"daemon_params given, but policy {pol!r} has no daemon {DAEMON_POLICIES}")
     out["sched_domain"] = sched_domain_settings(_get(job, "sched_domain", dict, None))
     if out["seed"] is not None and not 0 <= out["seed"] < 2**32:
         raise JobError("seed must be an integer in 0..2**32-1")

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "disk-image"))
 sys.path.insert(0, str(ROOT / "daemons"))
 
@@ -23,7 +24,11 @@ import qemu_boot  # noqa: E402
 
 init = qemu_boot.init
 sys.path.insert(0, str(ROOT / "disk-image" / "init"))
+sys.path.insert(0, str(ROOT / "workloads"))
 import init_run  # noqa: E402
+import mix_job  # noqa: E402
+
+from analysis.results import daemons as results_daemons  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +48,22 @@ def test_the_image_has_the_daemons(prefix: Path) -> None:
 
 
 def test_one_vocabulary() -> None:
-    assert init_run.DAEMON_POLICIES == numa_lb_daemon.POLICIES
+    assert init_run.DAEMON_POLICIES == numa_lb_daemon.POLICIES == mix_job.DAEMON_POLICIES
+    assert results_daemons.DAEMON_POLICIES == numa_lb_daemon.POLICIES
+
+
+def test_the_job_format_takes_daemon_policies() -> None:
+    prog = [{"workload": "leader_ft"}]
+    job = mix_job.load_job({"policy": "imar2", "programs": prog,
+                            "daemon_params": {"interval_min_s": 0.001}})  # fmt: skip
+    # the kernel runs its stock selection; the init starts the daemon
+    assert job["policy"] == "default" and job["policy_requested"] == "imar2"
+    assert job["daemon_params"] == {"interval_min_s": 0.001}
+    assert mix_job.load_job({"policy": "plb", "programs": prog})["daemon_params"] is None
+    with pytest.raises(mix_job.JobError, match="policy 'excl' has no daemon"):
+        mix_job.load_job({"policy": "excl", "programs": prog, "daemon_params": {}})
+    with pytest.raises(mix_job.JobError, match="daemon_params"):
+        mix_job.load_job({"policy": "plb", "programs": prog, "daemon_params": [1]})
 
 
 def test_daemon_argv() -> None:
