@@ -60,6 +60,7 @@ STAT_FIELDS = (
     "active_leader",
     "select_ns",
     "detach_ns",
+    "pass_max_ns",  # patch 0012; a maximum, not a counter
 )
 # /proc/<pid>/numa_lb_migrations, in file order
 MIGRATION_KEYS = (
@@ -120,10 +121,11 @@ class GuestRun:
     done: bool = False
 
     def delta(self, policy: str) -> dict[str, int]:
-        """Counter changes of @policy's row over the run made under @policy."""
+        """Counter changes of @policy's row over the run made under @policy
+        (a maximum such as pass_max_ns: its value at the end)."""
         before = self.stats_before[policy][policy]
         after = self.stats_after[policy][policy]
-        return {k: after[k] - before[k] for k in STAT_FIELDS}
+        return {k: after[k] if k.endswith("_max_ns") else after[k] - before[k] for k in STAT_FIELDS}
 
     def zombies(self, prefix: str = "") -> list[dict[str, str]]:
         """The final numa_lb_migrations of each stress program whose tag starts
@@ -199,6 +201,9 @@ def parse_console(text: str) -> GuestRun:
             run.policy_set[name] = setting.split("=", 1)[1]
         elif tag in ("STATS_BEFORE", "STATS_AFTER"):
             words = rest.split()
+            # kernels before patch 0012 have no pass_max_ns column: read as 0
+            if len(words) == 1 + len(STAT_FIELDS) and words[-1].isdigit():
+                words.append("0")
             if len(words) != 2 + len(STAT_FIELDS) or not words[2].isdigit():
                 continue  # header lines
             under, row = words[0], words[1]
@@ -481,7 +486,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     print(
         f"{'policy':10s} {'passes':>7s} {'ns/pass':>9s} {'select':>8s} {'ratio':>6s} "
         f"{'detach':>8s} {'looked/pass':>11s} {'eval/pass':>9s} {'ratio':>6s} {'moved':>6s} "
-        f"{'empty':>6s} {'active':>6s}"
+        f"{'empty':>6s} {'active':>6s} {'max pass':>9s}"
     )
     base: dict[str, float] = {}
     for p in POLICIES:
@@ -497,7 +502,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(
             f"{p:10s} {d['attempts']:7d} {sel + det:9.0f} {sel:8.0f} {sel / base['sel']:6.2f} "
             f"{det:8.0f} {looked:11.2f} {ev:9.2f} {ev / base['ev']:6.2f} {d['migrated']:6d} "
-            f"{d['picked_none']:6d} {d['active_moved']:6d}"
+            f"{d['picked_none']:6d} {d['active_moved']:6d} {d['pass_max_ns']:9d}"
         )
     if bad:
         print("\n".join(f"note: {b}" for b in bad))

@@ -59,7 +59,9 @@ cross_node_migrations_sampled  task moves between nodes seen between samples (a
                      lower bound).
 lb_<counter>         delta of the patch's /proc/sched_numa_lb_stats counter (e.g.
                      lb_migrated: tasks moved across nodes by the balancer's
-                     selection), summed over policies' rows.
+                     selection), summed over policies' rows; lb_pass_max_ns is
+                     the longest cross-node pass since boot (a maximum over the
+                     rows at run end, not a delta).
 page_faults          mix: /proc/vmstat pgfault delta (whole guest); when the kernel has
                      no VM event counters (pgfault absent), the sum of the programs'
                      values. program: rusage minflt + majflt of the program (children
@@ -286,8 +288,15 @@ def lb_counters(lb: dict[str, Any]) -> dict[str, float]:
         out: dict[str, float] = {}
         for row in delta.values():
             for name, v in zip(header, row, strict=False):
-                if (f := _f(v)) is not None:
+                if (f := _f(v)) is not None and not name.endswith("_max_ns"):
                     out[name] = out.get(name, 0.0) + f
+        # a maximum (pass_max_ns, patch 0012) is no counter: the largest value
+        # in force at the end, over the policies' rows (since boot)
+        after = lb.get("after")
+        for row in after.values() if isinstance(after, dict) else []:
+            for name, v in zip(header, row if isinstance(row, list) else [], strict=False):
+                if name.endswith("_max_ns") and (f := _f(v)) is not None:
+                    out[name] = max(out.get(name, 0.0), f)
         return out
     return _sum_counters(delta)
 
