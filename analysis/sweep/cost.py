@@ -1,7 +1,7 @@
 """Run history and the cost preview printed before a Slurm submission.
 
 History: every run that ends (done, failed, timeout, interrupted) leaves one
-small JSON file in ``<history>/<shape key>/<run dir>-<attempt>.json``, where
+small JSON file in ``<history>/<shape key>/<run>-<attempt>-<dir hash>.json``, where
 ``<history>`` is ``NUMA_LB_HISTORY`` or ``<artifact cache>/history`` (the
 cache is on a path every node sees, so all nodes add to one history; one file
 per run attempt, written atomically, needs no lock). The worker writes it; it
@@ -69,8 +69,13 @@ def shape_label(shape: dict[str, Any]) -> str:
     )
 
 
-def record_run(rec: dict[str, Any], status: dict[str, Any]) -> Path | None:
-    """Add a finished run attempt to the history; None when not recorded."""
+def record_run(
+    rec: dict[str, Any], status: dict[str, Any], run_dir: Path | None = None
+) -> Path | None:
+    """Add a finished run attempt to the history; None when not recorded.
+
+    One file per (run, attempt, run directory): the same run id in two
+    output directories is two executions."""
     if os.environ.get("NUMA_LB_TEST_RUNNER") and not os.environ.get(HISTORY_ENV):
         return None
     dur = status.get("duration_s")
@@ -96,7 +101,9 @@ def record_run(rec: dict[str, Any], status: dict[str, Any]) -> Path | None:
     }
     d = history_dir() / shape_key(shape)
     d.mkdir(parents=True, exist_ok=True)
-    path = d / f"{str(rec.get('run_id', 'x'))[:ID_LEN_DIR]}-{status.get('attempt', 0)}.json"
+    where = hashlib.sha256(str(run_dir or "").encode()).hexdigest()[:8]
+    rid = str(rec.get("run_id", "x"))[:ID_LEN_DIR]
+    path = d / f"{rid}-{status.get('attempt', 0)}-{where}.json"
     write_json_atomic(path, entry)
     return path
 
@@ -154,6 +161,8 @@ def _fmt_h(seconds: float) -> str:
 
 
 def _fmt_wall(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
     if seconds < 3600:
         return f"{seconds / 60:.0f} min"
     if seconds < 86400 * 2:

@@ -323,7 +323,7 @@ def _run_locked(rd: RunDir, executor: str) -> int:
     log(f"end: {verdict.value}{' (' + error + ')' if error else ''}")
     rd.transition(verdict, **fields)
     try:  # host time of this shape for later cost previews (cost.py)
-        record_run(rec, rd.status() or {})
+        record_run(rec, rd.status() or {}, rd.path)
     except OSError as e:
         log(f"history not recorded: {e}")
     wlog.close()

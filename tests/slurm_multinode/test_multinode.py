@@ -319,7 +319,7 @@ def test_cost_preview_from_the_history_of_these_runs(
     sweep.run_sweep(
         other, sweep.Options(out=shared / "out-p2", executor="slurm", dry_run=True, stream=buf2)
     )
-    assert "4x1 host runner (host runner): 2 run(s), unknown" in buf2.getvalue()
+    assert "4x1 qemu (host runner): 2 run(s), unknown (no earlier done run" in buf2.getvalue()
     with capsys.disabled():
         print("\n" + "\n".join(x for x in text.splitlines() if "cost preview" in x
                                or x.startswith("  ") and "run(s)" in x))  # fmt: skip

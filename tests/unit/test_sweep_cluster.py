@@ -284,7 +284,7 @@ def test_history_and_cost_preview(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert "cost preview: 2 earlier done run(s)" in text
     assert "6 run(s), 0.15 host-hours (0.30 core-hours); wall ~ 3 min at parallelism 3" in text
     assert "(3 slot(s) on 2 usable node(s) in partition study)" in text
-    assert "mean 2 min/run; 2 earlier run(s)" in text
+    assert "mean 90 s/run; 2 earlier run(s)" in text
     assert "total: 6 run(s), 0.15 host-hours (0.30 core-hours); wall ~ 3 min" in text
     # max_parallel caps the parallelism
     ex1 = SlurmExecutor(out, "quick", None, None, 1, [], stream=io.StringIO())
