@@ -194,6 +194,7 @@ def guest_job(point: SweepPoint, rid: str) -> dict[str, Any]:
         "read_sched": o["read_sched"],
         "timeout_s": o["timeout_s"],
         "sched_domain": o.get("sched_domain"),
+        **_daemon_params(point.policy, o.get("daemon_params")),
         "parsec": {
             "root": o["parsec_root"],
             "config": o["parsec_config"],
@@ -201,3 +202,9 @@ def guest_job(point: SweepPoint, rid: str) -> dict[str, Any]:
         },
         "programs": [dict(p) for p in point.programs],
     }
+
+
+def _daemon_params(policy: str, given: dict[str, Any] | None) -> dict[str, Any]:
+    """A user-level policy's daemon_params for its job (none for the others)."""
+    params = (given or {}).get(policy)
+    return {} if params is None else {"daemon_params": dict(params)}

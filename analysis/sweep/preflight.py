@@ -6,6 +6,10 @@
   ``--allow-qemu-timing``. The check looks at the preset a spec came from
   (``--preset paper``) and at the sweep name (a copy of the preset file keeps
   its name unless renamed).
+* ``daemon_qemu_refusal``: the user-level policies (imar, imar2, devil, plb)
+  decide from hardware counters; the qemu backend has none (no PMU under TCG,
+  the counter bridge is gem5's), so a sweep naming them on qemu is refused
+  (the guest daemon would refuse each run the same way).
 * ``image_problems``: every program of every mix of the spec against the
   image's ``image.json`` (written by ``disk-image/build_image.py``): synthetic
   workloads are binaries in ``/opt/numa-lb/bin``; PARSEC programs through our
@@ -23,7 +27,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .spec import Spec, parsec_image_problem
+from .spec import DAEMON_POLICIES, Spec, numa_lb_daemon, parsec_image_problem
 
 TIMING_PRESETS = ("paper", "sensitivity")
 ALLOW_QEMU_TIMING_FLAG = "--allow-qemu-timing"
@@ -50,6 +54,17 @@ def qemu_timing_refusal(spec: Spec, backend: str, backend_why: str, allowed: boo
         "emulation, NOT architectural performance. Run it on gem5 (GEM5=/path/to/gem5.opt "
         f"or --gem5 PATH), or pass {ALLOW_QEMU_TIMING_FLAG} to run it on qemu anyway "
         "(its reports then carry the qemu caveat)"
+    )
+
+
+def daemon_qemu_refusal(spec: Spec, backend: str, backend_why: str) -> str | None:
+    """The refusal message for counter-driven policies on qemu, or None."""
+    pols = [p for p in spec.axes["policy"] if p in DAEMON_POLICIES]
+    if backend != "qemu" or not pols:
+        return None
+    return (
+        f"policies {', '.join(pols)} need hardware counters and the backend is qemu "
+        f"({backend_why}): {numa_lb_daemon.ctr.QEMU_REFUSAL}"
     )
 
 

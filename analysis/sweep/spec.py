@@ -24,25 +24,30 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 PRESET_DIR = Path(__file__).resolve().parent / "presets"
 
-for _sub in ("configs", "workloads"):
+for _sub in ("configs", "workloads", "daemons"):
     _p = str(ROOT / _sub)
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
 import mix_job  # noqa: E402
 import mixrunner  # noqa: E402  (workloads/mixrunner.py: the guest job format)
+import numa_lb_daemon  # noqa: E402  (daemons/: the user-level policies' parameters)
 import parsec_catalog  # noqa: E402
 from numa_lb.topology import Topology, TopologyError  # noqa: E402
 
 # The study's policy vocabulary (docs/DESIGN.md): the sysctl values of the kernel
 # patch, plus autonuma = default + kernel.numa_balancing=1, plus stock = the
-# unmodified kernel (kernel variant "stock", whatever sweep.kernel_variant says).
-POLICIES = ("stock", "default", "tm", "mb", "bce", "mbplus", "excl_base", "excl", "autonuma")
+# unmodified kernel (kernel variant "stock", whatever sweep.kernel_variant says),
+# plus the user-level daemons on the stock selection (daemons/, job.daemon_params).
+POLICIES = ("stock", "default", "tm", "mb", "bce", "mbplus", "excl_base", "excl", "autonuma",
+            "imar", "imar2", "devil", "plb")  # fmt: skip
+DAEMON_POLICIES = numa_lb_daemon.POLICIES
 BACKENDS = ("auto", "qemu", "gem5")
 # kernel-patches/kbuild.py variants a sweep may name; "stock" is chosen per
 # point by the stock policy. nokmlb has no per-node RSS: only NOKMLB_POLICIES.
 KERNEL_VARIANTS = ("release", "debug", "nokmlb")
 NOKMLB_POLICIES = ("stock", "default", "excl_base", "excl", "autonuma")
+NOKMLB_POLICIES += DAEMON_POLICIES  # the stock selection; devil falls back to numa_maps
 CPU_TYPES = ("atomic", "timing", "o3", "kvm")
 INTER_SOCKET = ("full", "ring")
 MEMORY_TYPES = ("DDR3_1600_8x8", "DDR3_2133_8x8", "DDR4_2400_8x8")
@@ -148,6 +153,9 @@ _SECTIONS: dict[str, dict[str, Any]] = {
         # balancing intervals of one sched-domain level, scaled to the ROI
         # (docs/DESIGN.md "Time scale"): {level, busy_factor, min_interval, ...}
         "sched_domain": None,
+        # per user-level policy, overrides of its daemon's defaults (the papers'
+        # periods are seconds; gem5 ROIs last milliseconds): {imar2 = {...}}
+        "daemon_params": None,
     },
     "resources": {
         "cpus_per_run": 1,
@@ -498,6 +506,17 @@ def _validate_machine(m: dict[str, Any]) -> dict[str, Any]:
 
 def _validate_job(j: dict[str, Any]) -> dict[str, Any]:
     _choice("job.pinning", j["pinning"], PINNINGS)
+    if j["daemon_params"] is None:
+        del j["daemon_params"]  # absent, not null: the run ids of sweeps without it stay
+    else:
+        _check_type("job.daemon_params", j["daemon_params"], dict,
+                    "a table per daemon policy: { imar = { interval_s = 0.005 } }")  # fmt: skip
+        for pol, params in j["daemon_params"].items():
+            _choice("job.daemon_params", pol, DAEMON_POLICIES)
+            try:
+                numa_lb_daemon.check_params(pol, params)
+            except numa_lb_daemon.ParamError as e:
+                raise SpecError(f"job.daemon_params.{pol}", str(e)) from None
     if j["sched_domain"] is not None:
         _check_type("job.sched_domain", j["sched_domain"], dict, "a table such as "
                     "{ level = 'NUMA', busy_factor = 1, min_interval = 4, max_interval = 8 }")
