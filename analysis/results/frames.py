@@ -27,7 +27,7 @@ from typing import Any
 import pandas as pd
 
 from ..sweep.rundir import read_object, status_problem
-from .daemons import daemon_rows
+from .daemons import bridge_host_s_in_roi, daemon_rows
 from .gem5stats import (
     StatsError,
     load_config,
@@ -164,7 +164,10 @@ def load_run(
                 # silent fallback to gem5's exit dump.
                 dump = roi_dump(parse_stats_file(stats), roi_dump_index(path / "m5out"))
                 rows.extend(
-                    gem5_metrics(dump.values, cfg, mix, int(point.get("cores_per_socket") or 1))
+                    gem5_metrics(
+                        dump.values, cfg, mix, int(point.get("cores_per_socket") or 1),
+                        bridge_host_s_in_roi(path / "m5out"),
+                    )  # fmt: skip
                 )
                 errors.extend(("m5out/stats.txt", e) for e in gem5_input_problems(dump.values))
                 rr = remote_requests(dump.values, cfg)

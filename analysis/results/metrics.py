@@ -28,8 +28,10 @@ busy_fraction        busy_cycles / cycles.
 ipc                  IPC on busy (non-idle) cycles: per CPU insts / busy_cycles; for
                      the mix sum(insts) / sum(busy_cycles). Idle CPUs do not dilute it.
 sim_speed_ips        ROI committed instructions (all CPUs) / ROI host seconds
-                     (hostSeconds of the ROI dump); gem5's hostInstRate is not used
-                     (its simInsts also counts the switched-out boot CPUs).
+                     (hostSeconds of the ROI dump, minus the host time the counter
+                     bridge's handler took in the ROI: counter_bridge.json); gem5's
+                     hostInstRate is not used (its simInsts also counts the
+                     switched-out boot CPUs).
 llc_misses           demand misses of the last-level cache (the private L2 under
                      MOESI_hammer) per CPU, socket, mix.
 llc_mpki             llc_misses per 1000 committed instructions (CPU, socket, mix).
@@ -69,6 +71,17 @@ page_faults          mix: /proc/vmstat pgfault delta (whole guest); when the ker
 major_faults         mix: pgmajfault delta (same fallback); program: majflt.
 page_migrations      /proc/vmstat pgmigrate_success delta (numa_pages_migrated
                      when pgmigrate_success is absent).
+daemon_samples,      the user-level policies (daemons/, analysis/results/daemons.py),
+daemon_decisions,    mix level, from guest/daemon-<policy>.jsonl: counter samples the
+daemon_thread_moves  daemon took, decisions it logged, threads it pinned
+                     (sched_setaffinity calls that took effect); daemon_interchanges
+                     (IMAR/IMAR2), daemon_rollbacks (IMAR2), daemon_coschedules
+                     (devil); daemon_sample_cost_us: guest-clock time of one
+                     sample() (simulated under gem5: the m5 op, readfile, parsing);
+                     daemon_cpu_s: the daemon's user + system time.
+bridge_host_ms       gem5: host time of the counter bridge's handler per sample
+                     (reading live statistics, writing the reply), mean over the
+                     run; bridge_samples_in_roi: samples answered inside the ROI.
 numa_factor_measured remote/local latency from a ptrchase --sweep program in the
                      mix (calibration benchmark); absent otherwise.
 programs_failed      number of programs that did not exit 0.
@@ -157,6 +170,16 @@ _M = [
     Metric("numa_factor_measured", "", "measured NUMA factor", ""),
     Metric("programs_failed", "", "failed programs", "lower"),
     Metric("sim_speed_ips", "inst/s", "simulation speed (ROI inst per host s)", "higher", True),
+    Metric("daemon_samples", "", "daemon counter samples", ""),
+    Metric("daemon_decisions", "", "daemon decisions", ""),
+    Metric("daemon_thread_moves", "", "threads pinned by the daemon", "lower"),
+    Metric("daemon_interchanges", "", "IMAR interchanges", ""),
+    Metric("daemon_rollbacks", "", "IMAR2 rollbacks", ""),
+    Metric("daemon_coschedules", "", "devil co-schedules", ""),
+    Metric("daemon_sample_cost_us", "us", "guest time per counter sample", "lower"),
+    Metric("daemon_cpu_s", "s", "daemon CPU time", "lower"),
+    Metric("bridge_host_ms", "ms", "host time per bridged sample", "lower", True),
+    Metric("bridge_samples_in_roi", "", "bridged samples in the ROI", "", True),
 ]
 METRICS: dict[str, Metric] = {m.name: m for m in _M}
 
@@ -341,10 +364,15 @@ def _finite(x: float | None) -> bool:
 
 
 def gem5_metrics(
-    values: dict[str, float], cfg: dict[str, Any] | None, mix: str, cores_per_socket: int
+    values: dict[str, float],
+    cfg: dict[str, Any] | None,
+    mix: str,
+    cores_per_socket: int,
+    bridge_host_s: float = 0.0,
 ) -> list[Row]:
     """Metrics of the ROI dump. A nan/inf input leaves the metrics it feeds empty
-    (per CPU, and every aggregate over that CPU); ``gem5_input_problems`` names it."""
+    (per CPU, and every aggregate over that CPU); ``gem5_input_problems`` names it.
+    ``bridge_host_s``: host seconds the counter bridge took inside the ROI."""
     rows: list[Row] = []
     if _finite(v := values.get("simSeconds")):
         rows.append(("mix", mix, "sim_seconds", v))
@@ -377,10 +405,10 @@ def gem5_metrics(
     if ti is not None:
         rows.append(("mix", mix, "instructions", ti))
         host = values.get("hostSeconds")
-        if _finite(host) and host > 0:
+        if _finite(host) and host - bridge_host_s > 0:
             # ROI committed instructions / ROI host seconds: gem5's hostInstRate
             # divides simInsts, which also counts the switched-out boot CPUs.
-            rows.append(("mix", mix, "sim_speed_ips", ti / host))
+            rows.append(("mix", mix, "sim_speed_ips", ti / (host - bridge_host_s)))
     if tc is not None and tc > 0:
         rows.append(("mix", mix, "cycles", tc))
     if tb is not None and tb > 0:

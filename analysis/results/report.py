@@ -35,6 +35,7 @@ import pandas as pd
 
 from ..sweep.backends import CAVEATS
 from . import finding, plots
+from .daemons import daemon_section
 from .frames import Frames, build_frames
 from .metrics import CONFIG_COLS, METRICS, summarize
 
@@ -267,6 +268,9 @@ def build(fr: Frames, title: str, inputs: list[Path]) -> list[Section]:
     secs.append(fig14(select(fr.metrics, ref), t_ref, ref, qemu_note))
     secs.append(heatmaps(mx, ref))
     secs.append(best_worst(mx))
+    ds = daemon_section(mx, runs)  # the user-level policies beside the kernel ones
+    if ds is not None:
+        secs.append(ds)
     secs.append(definitions())
     secs.append(errors_section(fr))
     return secs

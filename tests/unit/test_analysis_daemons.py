@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -98,3 +99,23 @@ def test_bridge_record_rows(tmp_path: Path) -> None:
     (tmp_path / "m5out" / rd.BRIDGE_RECORD).write_text("{")
     rd.daemon_rows(tmp_path, "m", errors)
     assert errors and errors[0][0] == "m5out/counter_bridge.json"
+
+
+def test_sim_speed_leaves_the_bridge_out() -> None:
+    """On a real run's ROI dump: the bridge's host seconds in the ROI are not
+    simulation time."""
+    from analysis.results import gem5stats, metrics  # noqa: PLC0415
+
+    run = ROOT / "tests" / "fixtures" / "gem5-run"
+    import lzma  # noqa: PLC0415
+
+    dumps = gem5stats.parse_stats_text(lzma.open(run / "m5out" / "stats.txt.xz", "rt").read())
+    roi = gem5stats.roi_dump(dumps, gem5stats.roi_dump_index(run / "m5out")).values
+
+    def speed(b: float) -> float:
+        rows = metrics.gem5_metrics(roi, None, "m", 1, b)
+        return next(v for e, _, m, v in rows if e == "mix" and m == "sim_speed_ips")
+
+    host = roi["hostSeconds"]
+    assert speed(0.0) * host == pytest.approx(speed(host / 4) * host * 3 / 4)
+    assert all(m in metrics.METRICS for m in ("daemon_thread_moves", "bridge_host_ms"))
