@@ -178,16 +178,16 @@ def cluster_info(partition: str | None) -> ClusterInfo:
         r = None
         why = f"scontrol: {e}"
     else:
-        why = f"scontrol show config: exit {r.returncode} {r.stderr.strip()[:200]}"
+        err = " ".join(r.stderr.split())  # one line
+        why = f"scontrol show config: exit {r.returncode}: {err[-200:]}"
     raw = parse_config_value(r.stdout, "MaxArraySize") if r and r.returncode == 0 else None
     if raw is not None and raw.isdigit() and int(raw) > 0:
         info = ClusterInfo(int(raw), f"MaxArraySize {raw} (scontrol show config)", partition)
     else:
-        note = (
-            f"MaxArraySize unknown ({why if raw is None else repr(raw)}); assumed Slurm's default"
-        )
-        info = ClusterInfo(DEFAULT_MAX_ARRAY_SIZE, note, partition, problem=why)
-        return info
+        note = f"MaxArraySize unknown, assumed {DEFAULT_MAX_ARRAY_SIZE} (Slurm's default)"
+        if raw is not None:
+            why = f"MaxArraySize = {raw!r} in scontrol show config"
+        return ClusterInfo(DEFAULT_MAX_ARRAY_SIZE, note, partition, problem=why)
     try:
         s = subprocess.run(
             ["sinfo", "-h", "-N", "-o", "%N|%P|%c|%m|%T"],
@@ -200,7 +200,7 @@ def cluster_info(partition: str | None) -> ClusterInfo:
         info.problem = f"sinfo: {e}"
         return info
     if s.returncode != 0:
-        info.problem = f"sinfo: exit {s.returncode} {s.stderr.strip()[:200]}"
+        info.problem = f"sinfo: exit {s.returncode}: {' '.join(s.stderr.split())[-200:]}"
         return info
     info.partition, info.nodes = parse_sinfo_nodes(s.stdout, partition)
     return info
@@ -290,7 +290,10 @@ class SlurmExecutor:
         if note:
             self.stream.write(note + "\n")
         if info.problem:
-            self.stream.write(f"slurm: cluster not fully known ({info.problem})\n")
+            self.stream.write(
+                f"slurm: the cluster could not be asked ({info.problem}); "
+                f"{info.max_array_note}; parallelism unknown\n"
+            )
         self.stream.write(self.preview(jobs, runs, tool_version, info) + "\n")
         self.stream.flush()
         return jobs

@@ -35,8 +35,10 @@ from analysis.sweep.matrix import build_runs
 from analysis.sweep.point import Provenance
 from analysis.sweep.rundir import RunDir, State
 from analysis.sweep.slurm import (
+    DEFAULT_MAX_ARRAY_SIZE,
     ClusterInfo,
     SlurmExecutor,
+    cluster_info,
     parse_config_value,
     parse_sinfo_nodes,
     reconcile,
@@ -200,6 +202,14 @@ def test_parse_scontrol_and_sinfo() -> None:
     assert part == "study" and [n["name"] for n in nodes] == ["nlbn1"]
     part, nodes = parse_sinfo_nodes(sinfo, "other")
     assert part == "other" and nodes[0]["cpus"] == 64
+
+
+def test_a_cluster_that_cannot_be_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no scontrol here (a dry run on a laptop)
+    info = cluster_info(None)
+    assert info.max_array_size == DEFAULT_MAX_ARRAY_SIZE and info.nodes == []
+    assert info.problem is not None and info.problem.startswith("scontrol: ")
+    assert info.max_array_note == "MaxArraySize unknown, assumed 1001 (Slurm's default)"
 
 
 def test_an_array_larger_than_max_array_size_is_split(tmp_path: Path) -> None:
