@@ -566,7 +566,11 @@ def cmd_faultbench(args: argparse.Namespace) -> int:
     """kMLB's cost: page-fault throughput of stock, release and nokmlb kernels,
     the boots interleaved round by round, as cost ratios to stock."""
     threads = [int(t) for t in args.threads.split(",")]
-    kdirs = {v: kernel_dir(v) for v in FAULT_KERNELS}
+    given = dict(kv.split("=", 1) for kv in args.kernels.split(",") if kv) if args.kernels else {}
+    unknown = set(given) - set(FAULT_KERNELS)
+    if unknown:
+        raise SystemExit(f"--kernels: unknown {sorted(unknown)}; allowed {FAULT_KERNELS}")
+    kdirs = {v: Path(given[v]) if v in given else kernel_dir(v) for v in FAULT_KERNELS}
     runs: dict[str, list[GuestRun]] = {v: [] for v in FAULT_KERNELS}
     bad: list[str] = []
     for rnd in range(args.rounds):
@@ -574,7 +578,11 @@ def cmd_faultbench(args: argparse.Namespace) -> int:
             run = faultbench_boot(kdirs[v] / "bzImage", threads, args.seconds, args.reps)
             runs[v].append(run)
             bad += faultbench_problems(v, run, threads, args.reps)
-            print(f"# round {rnd + 1}/{args.rounds} {v}: {run.kernel} ({run.seconds:.0f} s)")
+            print(
+                f"# round {rnd + 1}/{args.rounds} {v}: {run.kernel} ({run.seconds:.0f} s) "
+                f"{kdirs[v].name}",
+                flush=True,
+            )
     topo = guest_topology()
     print(
         f"# faultbench: QEMU TCG {topo.ncpus} vCPUs in {topo.sockets} nodes on "
@@ -619,6 +627,11 @@ def main(argv: list[str] | None = None) -> int:
     fb.add_argument("--seconds", type=int, default=2)
     fb.add_argument("--reps", type=int, default=3)
     fb.add_argument("--rounds", type=int, default=2, help="boots per kernel, interleaved")
+    fb.add_argument(
+        "--kernels",
+        help="variant=artifact dir,... instead of building the current series "
+        "(e.g. stock=~/.cache/numa-lb-study/kernel/artifacts/<id>)",
+    )
     sub.choices["run"].add_argument("--policies", default=",".join(POLICIES))
     sub.choices["run"].add_argument("--mix", default="6:16,4:16,3:8,1:4,1:4")
     args = ap.parse_args(argv)
