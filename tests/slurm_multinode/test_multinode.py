@@ -345,5 +345,14 @@ def test_quick_preset_with_qemu_on_both_nodes(
     assert len(st) == 4 and {s["state"] for s in st.values()} == {"done"}
     assert {node_of(s) for s in st.values()} == set(NODES)
     assert {s["host"] for s in st.values()} == set(NODES)
+    # the preview of a larger sweep of the same shape now has numbers
+    more = [*cmd[: cmd.index("--out")], "--out", str(shared / "out-qemu-more"), "--dry-run"]
+    more[more.index("sweep.repeats=2")] = "sweep.repeats=8"
+    r2 = subprocess.run(more, env=env, capture_output=True, text=True, timeout=600)
+    assert r2.returncode == 0, r2.stdout + r2.stderr
+    preview = [x for x in r2.stdout.splitlines() if x.startswith(("cost preview", "  "))]
+    preview = [x for x in preview if "cost preview" in x or "run(s)" in x]
+    assert "16 run(s)" in preview[1] and "unknown" not in preview[1], preview
+    assert "at parallelism 2 (2 slot(s) on 2 usable node(s)" in preview[1]
     with capsys.disabled():
-        print("\nqemu on two nodes:\n" + table(out))
+        print("\nqemu on two nodes:\n" + table(out) + "\n" + "\n".join(preview))
