@@ -32,7 +32,11 @@ from typing import Any, Dict, List, NamedTuple, Optional
 
 SCHEMA = 1
 SOURCES = ("auto", "gem5", "perf")
-REPLY_MAX = 1 << 20  # the bridge's reply is about 1 KiB for 8 CPUs
+# The bridge's reply is about 1.5 KiB for 8 CPUs; the buffer is touched and
+# mlocked on every readfile (gem5 copies into it through the page tables), so
+# it starts small and doubles only when a reply does not fit.
+REPLY_START = 16 << 10
+REPLY_MAX = 16 << 20
 LIB_NAME = "libnlbctr.so"
 QEMU_REFUSAL = (
     "the qemu backend has no hardware counters for a counter-driven policy: QEMU TCG "
@@ -70,6 +74,8 @@ def load_lib(path: Optional[str] = None) -> Any:
     lib.nlb_m5_use_addr.argtypes = [ctypes.c_ulong]
     lib.nlb_gem5_sample.argtypes = [ctypes.c_uint64, ctypes.c_char_p, ctypes.c_uint64]
     lib.nlb_gem5_sample.restype = ctypes.c_int64
+    lib.nlb_read_reply.argtypes = [ctypes.c_char_p, ctypes.c_uint64]
+    lib.nlb_read_reply.restype = ctypes.c_int64
     lib.nlb_perf_open.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
     lib.nlb_perf_read.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_uint64)]
     lib.nlb_perf_close.argtypes = [ctypes.POINTER(ctypes.c_int)]
@@ -95,11 +101,17 @@ class Gem5Bridge:
         if r != 1:
             raise CounterError(f"not under gem5, no counter bridge: {why.value.decode()}")
         self.seq = 0  # the bridge numbers the requests of the whole run; ours only grow
-        self.buf = ctypes.create_string_buffer(REPLY_MAX)
+        self.size = REPLY_START
+        self.buf = ctypes.create_string_buffer(self.size)
         self.work_id = lib.nlb_sample_work_id()
 
     def read(self) -> Dict[str, Any]:
-        n = self.lib.nlb_gem5_sample(self.seq + 1, self.buf, REPLY_MAX)
+        n = self.lib.nlb_gem5_sample(self.seq + 1, self.buf, self.size)
+        while n == -errno.EMSGSIZE and self.size < REPLY_MAX:
+            # the reply is still in the served file: read it again, whole
+            self.size *= 2
+            self.buf = ctypes.create_string_buffer(self.size)
+            n = self.lib.nlb_read_reply(self.buf, self.size)
         if n < 0:
             raise CounterError(f"counter bridge: readfile failed: {os.strerror(-n)}")
         d = parse_reply(self.buf.raw[:n].decode("utf-8", "replace"), self.seq)

@@ -46,6 +46,7 @@ int nlb_sample_work_id(void);
 int nlb_m5_probe(char *why, uint64_t whylen);
 int nlb_m5_use_addr(unsigned long base);
 int64_t nlb_gem5_sample(uint64_t seq, char *buf, uint64_t len);
+int64_t nlb_read_reply(char *buf, uint64_t len);
 int nlb_perf_open(int cpu, int *fds);
 int nlb_perf_read(int fd, uint64_t *value);
 void nlb_perf_close(int *fds);
@@ -75,13 +76,22 @@ int nlb_m5_use_addr(unsigned long base) { return m5_use_addr(base); }
  */
 int64_t nlb_gem5_sample(uint64_t seq, char *buf, uint64_t len)
 {
-	uint64_t got = 0, n;
-
 	if (!buf || len < 2)
 		return -EINVAL;
 	/* threadid = our request number: gem5 shows it in its debug output
 	 * only; the handler gets the work id, so the reply numbers itself */
 	m5_work_begin(NLB_SAMPLE_WORK_ID, seq);
+	return nlb_read_reply(buf, len);
+}
+
+/* Read the reply now in the served file (no new request): after -EMSGSIZE,
+ * with a bigger buffer. */
+int64_t nlb_read_reply(char *buf, uint64_t len)
+{
+	uint64_t got = 0, n;
+
+	if (!buf || len < 2)
+		return -EINVAL;
 	while (got < len - 1) {	/* one byte kept for the NUL */
 		n = m5_read_file(buf + got, len - 1 - got, got);
 		if (!n)
