@@ -60,6 +60,7 @@ STAT_FIELDS = (
     "active_leader",
     "select_ns",
     "detach_ns",
+    "unfit",  # patch 0011: ranked, left for the imbalance
     "pass_max_ns",  # patch 0012; a maximum, not a counter
 )
 # /proc/<pid>/numa_lb_migrations, in file order
@@ -175,6 +176,7 @@ def tagged_lines(text: str) -> list[tuple[str, str]]:
 
 def parse_console(text: str) -> GuestRun:
     run = GuestRun(console=text, returncode=0, seconds=0.0)
+    header = list(STAT_FIELDS)
     for tag, rest in tagged_lines(text):
         rest = rest.strip()
         if tag == "TOPO":
@@ -201,16 +203,16 @@ def parse_console(text: str) -> GuestRun:
             run.policy_set[name] = setting.split("=", 1)[1]
         elif tag in ("STATS_BEFORE", "STATS_AFTER"):
             words = rest.split()
-            # kernels before patch 0012 have no pass_max_ns column: read as 0
-            if len(words) == 1 + len(STAT_FIELDS) and words[-1].isdigit():
-                words.append("0")
-            if len(words) != 2 + len(STAT_FIELDS) or not words[2].isdigit():
-                continue  # header lines
+            if len(words) >= 3 and words[1] == "policy":
+                header = words[2:]  # the file names its columns
+                continue
+            if len(words) < 3 or not all(w.isdigit() for w in words[2:]):
+                continue  # "# current" lines
             under, row = words[0], words[1]
+            vals = dict(zip(header, (int(x) for x in words[2:]), strict=False))
             target = run.stats_before if tag == "STATS_BEFORE" else run.stats_after
-            target.setdefault(under, {})[row] = dict(
-                zip(STAT_FIELDS, (int(x) for x in words[2:]), strict=True)
-            )
+            # columns an older kernel lacks read as 0
+            target.setdefault(under, {})[row] = {k: vals.get(k, 0) for k in STAT_FIELDS}
         elif tag == "STRESS":
             words = rest.split()
             rec = {"tag": words[0]}
@@ -392,6 +394,22 @@ def migration_problems(run: GuestRun, policies: list[str]) -> list[str]:
     return bad
 
 
+# guest/numa_lb_stress.c accounting: kMLB against the pages' real nodes
+ACCOUNTING_CHECKS = ("move_pages", "migrate_pages", "cow", "cow_parent", "storm", "acct_munmap")
+
+
+def accounting_problems(run: GuestRun) -> list[str]:
+    """Every accounting path check reported once, and passed."""
+    got = {s["check"]: s for s in run.stress if s.get("tag") == "acct-0" and "check" in s}
+    bad = [f"accounting check {c} not reported" for c in ACCOUNTING_CHECKS if c not in got]
+    bad += [
+        f"accounting check {c} failed: {got[c]}"
+        for c in ACCOUNTING_CHECKS
+        if c in got and got[c].get("ok") != "1"
+    ]
+    return bad
+
+
 def problems(run: GuestRun, policies: list[str], topo: Topology) -> list[str]:
     """Every check of the kernel's QEMU test, as readable failures."""
     bad = []
@@ -431,6 +449,7 @@ def problems(run: GuestRun, policies: list[str], topo: Topology) -> list[str]:
     for s in checks:
         if s.get("ok") != "1":
             bad.append(f"numa_rss invariant failed: {s}")
+    bad += accounting_problems(run)
     bad += migration_problems(run, policies)
     if run.splats():
         bad.append("kernel splat:\n" + "\n".join(run.splats()[:40]))

@@ -87,6 +87,10 @@ for p in $policies; do
 	sed "s/^/STATS_AFTER $p /" /proc/sched_numa_lb_stats
 done
 
+# kMLB's counts against the pages' real nodes: move_pages, migrate_pages,
+# copy-on-write, a fork and thread storm, munmap (NUMA balancing off)
+/bin/numa_lb_stress accounting acct-0
+
 # NUMA balancing on, one thread pinned away from its pages: the pages it
 # moves are the process's numa_pages_migrated.
 vm() { grep "^$1 " /proc/vmstat | cut -d' ' -f2; }

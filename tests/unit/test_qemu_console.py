@@ -49,7 +49,7 @@ def test_stats_rows_and_deltas(run: qemu_check.GuestRun) -> None:
 
 def test_zombie_records(run: qemu_check.GuestRun) -> None:
     zombies = run.zombies()
-    assert len(zombies) == 5 * len(POLICIES) + 1
+    assert len(zombies) == 5 * len(POLICIES) + 2  # + numabal-0 and acct-0
     assert all(set(MIGRATION_KEYS) <= set(z) for z in zombies)
     assert len(run.zombies("tm-")) == 5 and len(run.zombies("numabal-")) == 1
     assert "vmstat_numa_pages_migrated" in run.numabal
@@ -57,6 +57,30 @@ def test_zombie_records(run: qemu_check.GuestRun) -> None:
 
 def test_a_clean_run_has_no_problems(run: qemu_check.GuestRun) -> None:
     assert qemu_check.problems(run, list(POLICIES), guest_topology()) == []
+
+
+def test_every_accounting_path_is_checked(run: qemu_check.GuestRun) -> None:
+    assert qemu_check.accounting_problems(run) == []
+    # a check that failed or did not run is a problem
+    broken = qemu_check.parse_console(FIXTURE.read_text().replace(
+        "check=cow_parent", "check=cow_elsewhere"))  # fmt: skip
+    assert qemu_check.accounting_problems(broken) == ["accounting check cow_parent not reported"]
+    failed = qemu_check.parse_console(
+        re.sub(r"(check=migrate_pages .*)ok=1", r"\1ok=0", FIXTURE.read_text())
+    )
+    assert qemu_check.accounting_problems(failed)[0].startswith(
+        "accounting check migrate_pages failed"
+    )
+
+
+def test_selection_policies_count_every_visit(run: qemu_check.GuestRun) -> None:
+    # patch 0011: a ranked policy's visits are turned down or classified,
+    # and a classified task left for the imbalance is counted as unfit
+    for p in POLICIES:
+        d = run.delta(p)
+        if p != "default":
+            assert d["unfit"] <= d["evaluated"] + d["taken_leader_dst"] + d["skipped_seen"]
+        assert d["pass_max_ns"] > 0
 
 
 def test_problems_are_reported(run: qemu_check.GuestRun) -> None:
