@@ -395,7 +395,9 @@ def migration_problems(run: GuestRun, policies: list[str]) -> list[str]:
 
 
 # guest/numa_lb_stress.c accounting: kMLB against the pages' real nodes
-ACCOUNTING_CHECKS = ("move_pages", "migrate_pages", "cow", "cow_parent", "storm", "acct_munmap")
+ACCOUNTING_CHECKS = (
+    "move_pages", "migrate_pages", "cow", "cow_parent", "storm", "thp", "ksm", "acct_munmap",
+)  # fmt: skip
 
 
 def accounting_problems(run: GuestRun) -> list[str]:
