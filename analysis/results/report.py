@@ -402,7 +402,7 @@ def headline(
 PAPER_CONDITIONS = (
     "gem5 timing (QEMU's is not architectural)",
     "the paper's NUMA factor 1.6",
-    "an unmodified-kernel baseline (policy stock; ours is default on the patched kernel)",
+    "an unmodified-kernel baseline (policy stock, kernel variant stock)",
     "real PARSEC programs only",
     "NUMA balancing on, as on the paper's Linux 3.11",
     "at least 3 repeats that vary",
