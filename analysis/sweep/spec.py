@@ -49,7 +49,7 @@ KERNEL_VARIANTS = ("release", "debug", "nokmlb")
 NOKMLB_POLICIES = ("stock", "default", "excl_base", "excl", "autonuma")
 NOKMLB_POLICIES += DAEMON_POLICIES  # the stock selection; devil falls back to numa_maps
 CPU_TYPES = ("atomic", "timing", "o3", "kvm")
-INTER_SOCKET = ("full", "ring")
+INTER_SOCKET = ("full", "ring", "g34")
 MEMORY_TYPES = ("DDR3_1600_8x8", "DDR3_2133_8x8", "DDR4_2400_8x8")
 # gem5-image: the x86-parsec image's 13 programs; paper: Table 2 minus `exclude`;
 # table2: all 30; paper-available / available: the same restricted to what our

@@ -51,6 +51,26 @@ class InterSocket(StrEnum):
 
     FULL = "full"  # a direct link between every pair (the paper's 4-socket board)
     RING = "ring"  # socket i linked to i-1 and i+1 (mod n)
+    # 4 AMD Opteron G34 packages of two dies each, every die a node: 8 "sockets"
+    # linked as the published 4P SLIT says (G34_4P_SLIT), one or two hops apart
+    G34 = "g34"
+
+
+# numactl --hardware of a 4-socket AMD Opteron 6100 (G34, two dies per package:
+# 8 nodes), as published by K. Closson, "You Buy a NUMA System, Oracle Says
+# Disable NUMA! What Gives? Part III" (kevinclosson.net, 2010-03-31). The 6300
+# of the paper [Chiang21] sits in the same G34 platform. 16 = one HyperTransport
+# hop, 22 = two: the pairs at 16 are the links.
+G34_4P_SLIT = (
+    (10, 16, 16, 22, 16, 22, 16, 22),
+    (16, 10, 22, 16, 16, 22, 22, 16),
+    (16, 22, 10, 16, 16, 16, 16, 16),
+    (22, 16, 16, 10, 16, 16, 22, 22),
+    (16, 16, 16, 16, 10, 16, 16, 22),
+    (22, 22, 16, 16, 16, 10, 22, 16),
+    (16, 22, 16, 22, 16, 22, 10, 16),
+    (22, 16, 16, 22, 22, 16, 16, 10),
+)
 
 
 def hop_counts(sockets: int, kind: InterSocket) -> list[list[int]]:
@@ -61,6 +81,13 @@ def hop_counts(sockets: int, kind: InterSocket) -> list[list[int]]:
         return [
             [min(abs(i - j), sockets - abs(i - j)) for j in range(sockets)] for i in range(sockets)
         ]
+    if kind is InterSocket.G34:
+        if sockets != len(G34_4P_SLIT):
+            raise ValueError(
+                f"inter_socket g34 is the 8-node layout of 4 G34 packages: sockets must be "
+                f"{len(G34_4P_SLIT)}, got {sockets}"
+            )
+        return [[(d - LOCAL_DISTANCE) // 6 for d in row] for row in G34_4P_SLIT]
     raise ValueError(f"inter_socket: unknown kind {kind!r}")
 
 

@@ -181,6 +181,10 @@ class Topology:
             ) from None
         object.__setattr__(self, "inter_socket", InterSocket(self.inter_socket))
         try:
+            numa_factor.hop_counts(self.sockets, self.inter_socket)
+        except ValueError as err:
+            raise TopologyError(str(err)) from None
+        try:
             CacheGeometry(
                 "probe_filter", self.probe_filter_entries * LINE_SIZE, self.probe_filter_assoc
             )

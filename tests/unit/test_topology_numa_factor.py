@@ -130,3 +130,22 @@ def test_calibration_table_must_be_monotonic() -> None:
         CalibrationTable(points=((10, 1.5), (20, 1.4)), source="bad")
     with pytest.raises(ValueError, match="two points"):
         CalibrationTable(points=((10, 1.5),), source="short")
+
+
+def test_g34_layout_is_the_published_four_package_slit() -> None:
+    hops = nf.hop_counts(8, InterSocket.G34)
+    # symmetric, one or two hops, and the shortest paths over its links agree
+    assert all(hops[i][j] == hops[j][i] for i in range(8) for j in range(8))
+    assert {h for row in hops for h in row} == {0, 1, 2}
+    links = nf.links(8, InterSocket.G34)
+    adj = {i: {b for a, b in links if a == i} | {a for a, b in links if b == i} for i in range(8)}
+    for i in range(8):
+        for j in range(8):
+            if hops[i][j] == 2:
+                assert not adj[i] & {j} and adj[i] & adj[j], (i, j)
+    # the SLIT it gives at 16 per hop is the one numactl printed on that machine
+    t = Topology(sockets=8, cores_per_socket=4, inter_socket="g34", slit_remote_distance=16,
+                 mem_per_node=256 << 20)  # fmt: skip
+    assert t.slit() == [list(r) for r in nf.G34_4P_SLIT]
+    with pytest.raises(TopologyError, match="sockets must be 8, got 4"):
+        Topology(sockets=4, cores_per_socket=2, inter_socket="g34")
