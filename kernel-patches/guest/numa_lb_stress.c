@@ -385,9 +385,9 @@ static int numa_pages(size_t mib, int seconds)
 	ok = !read_migrations("/proc/self/numa_lb_migrations", v) &&
 	     migrations_consistent(v) && (!pin_moved || (v[12] >= 1 && v[13] >= 1));
 	/* the pin was an "other" move to another node: other, other_xnode */
-	printf("STRESS %s check=numa_pages home=%d cpu=%d home_pages_after=%ld numa_pages_migrated=%lu other_xnode=%lu acc=%lu ok=%d\n",
-	       tag, home, cpu, pages[home], ok ? v[14] : 0, ok ? v[13] : 0,
-	       acc & 1, ok);
+	printf("STRESS %s check=numa_pages home=%d cpu=%d pin_moved=%d home_pages_after=%ld numa_pages_migrated=%lu other_xnode=%lu acc=%lu ok=%d\n",
+	       tag, home, cpu, pin_moved, pages[home], ok ? v[14] : 0,
+	       ok ? v[13] : 0, acc & 1, ok);
 	report_final();
 	return !ok;
 }
