@@ -122,7 +122,10 @@ def improvement_by_factor(mx: pd.DataFrame) -> pd.DataFrame:
 
 
 def conclusion(
-    imp: pd.DataFrame, gate_result: GateResult | None, ctl: pd.DataFrame | None
+    imp: pd.DataFrame,
+    gate_result: GateResult | None,
+    ctl: pd.DataFrame | None,
+    backends: frozenset[str] = frozenset({"gem5"}),
 ) -> list[str]:
     """Sentences written from the numbers: the control, the gate, and which
     policies differ from the baseline beyond their intervals at which f."""
@@ -156,5 +159,11 @@ def conclusion(
                 f"[{r.ci95_lo:+.1f}, {r.ci95_hi:+.1f}] ({word} than the baseline, "
                 f"{int(r.n)} paired repeats)."
             )
-    out.append("Fidelity caveats: " + "; ".join(FIDELITY_CAVEATS) + ".")
+    if "qemu" in backends:
+        out.append(
+            "QEMU runs: functional emulation, their times are NOT architectural performance; "
+            "read the counts, not the improvements."
+        )
+    if "gem5" in backends:
+        out.append("Fidelity caveats: " + "; ".join(FIDELITY_CAVEATS) + ".")
     return out

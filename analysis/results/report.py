@@ -357,7 +357,8 @@ def finding_section(mx: pd.DataFrame, note: str) -> Section | None:
             Table(["policy", "f", *have], rows, "Per-run means: migrations, remote-access "
                   "ratio, busy-cycle IPC, LLC MPKI and the kernel's decision counters")
         )  # fmt: skip
-    s.paras.extend(finding.conclusion(imp, g, ctl))
+    backends = frozenset(mx["backend"].dropna().astype(str)) if "backend" in mx else frozenset()
+    s.paras.extend(finding.conclusion(imp, g, ctl, backends))
     return s
 
 

@@ -79,6 +79,8 @@ def test_improvement_per_factor_is_paired_and_flags_what_clears_its_interval() -
     assert any(t.startswith("excl at f=1.6: +11.1 %") for t in text)
     assert not any(t.startswith("mbplus") for t in text)
     assert text[-1].startswith("Fidelity caveats:")
+    qemu = finding.conclusion(finding.improvement_by_factor(mx), None, None, frozenset({"qemu"}))
+    assert "NOT architectural" in qemu[-1] and not any("Fidelity" in t for t in qemu)
 
 
 def test_a_failed_gate_withholds_conclusions() -> None:
