@@ -23,6 +23,8 @@ _POLICY_OK = re.compile(r"^[a-z0-9_]{1,32}$")
 # daemon (daemons/numa_lb_daemon.py) on the stock balancer, i.e. the patched
 # kernel's default selection; daemon_params override the daemon's defaults.
 DAEMON_POLICIES = ("imar", "imar2", "devil", "plb")
+# a warm-up is a few ticks of the guest clock, never a second ROI
+MAX_WARMUP_S = 1.0
 
 
 class JobError(Exception):
@@ -46,6 +48,7 @@ def load_job(job: Dict[str, Any]) -> Dict[str, Any]:
         "schema", "run_id", "policy", "numa_balancing", "strict_policy", "pinning",
         "pin_threads", "sample_interval_s", "read_sched", "timeout_s", "parsec",
         "bin_dir", "programs", "restore_sysctls", "seed", "sched_domain", "daemon_params",
+        "warmup_s",
     }  # fmt: skip
     unknown = sorted(set(job) - known)
     if unknown:
@@ -63,6 +66,8 @@ def load_job(job: Dict[str, Any]) -> Dict[str, Any]:
         "sample_interval_s": float(_get(job, "sample_interval_s", (int, float), 0.1)),
         "read_sched": _get(job, "read_sched", bool, True),
         "timeout_s": _get(job, "timeout_s", (int, float)),
+        # simulated seconds on the ROI CPU before the ROI (mix_run.py: warm-up)
+        "warmup_s": float(_get(job, "warmup_s", (int, float), 0.0)),
         "bin_dir": _get(job, "bin_dir", str),
         "restore_sysctls": _get(job, "restore_sysctls", bool, True),
         # The repeat's seed: varies start timing and workload data (mix_run.py),
@@ -98,6 +103,8 @@ def load_job(job: Dict[str, Any]) -> Dict[str, Any]:
         raise JobError("sample_interval_s must be > 0")
     if out["timeout_s"] is not None and not out["timeout_s"] > 0:
         raise JobError("timeout_s must be > 0")
+    if not 0 <= out["warmup_s"] <= MAX_WARMUP_S:
+        raise JobError(f"warmup_s must be in 0..{MAX_WARMUP_S}")
     parsec = _get(job, "parsec", dict, {})
     launcher = _get(parsec, "launcher", str, "parsecmgmt")
     if launcher not in parsec_catalog.LAUNCHERS:

@@ -48,6 +48,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # OUTDIR/PARSEC_WORK/NN-<name>: work directories of our PARSEC build's programs
 # (a subdirectory: the hand back takes only OUTDIR's own files)
 PARSEC_WORK = "parsec-work"
+# gem5 work item that moves the simulation to the ROI CPU before the ROI
+# (configs/numa_lb/roi.py WARM_WORK_ID): the warm-up fills Ruby's caches,
+# probe filters and the TLBs that the atomic_noncaching boot left empty.
+WARM_WORK_ID = 4
 
 
 def run_mix(
@@ -215,15 +219,18 @@ def run_mix(
     return 0 if not failed and not errors else 1
 
 
-def roi_mark(roi: Optional[List[str]], what: str, errors: List[str]) -> Optional[int]:
-    """Run ``M5 OPTIONS WHAT ID 0`` for ``roi = [M5, OPTIONS..., ID]``; its exit
-    status (None: no ROI)."""
+def roi_mark(
+    roi: Optional[List[str]], what: str, errors: List[str], work_id: Optional[int] = None
+) -> Optional[int]:
+    """Run ``M5 OPTIONS WHAT ID 0`` for ``roi = [M5, OPTIONS..., ID]`` (ID:
+    ``work_id`` when given); its exit status (None: no ROI)."""
     if not roi:
         return None
     import subprocess  # noqa: PLC0415 - only the running path needs it
 
+    wid = roi[-1] if work_id is None else str(work_id)
     try:
-        rc = subprocess.call(roi[:-1] + [what, roi[-1], "0"])
+        rc = subprocess.call(roi[:-1] + [what, wid, "0"])
     except OSError as e:
         errors.append(f"roi {what}: {e}")
         return -1
@@ -324,6 +331,12 @@ def run_programs(
     gates = []  # type: List[Tuple[int, int]]  # (program index, gate write end)
     procs = {}  # type: Dict[int, Dict[str, Any]]  # pid -> state
     results = {}  # type: Dict[int, Dict[str, Any]]  # program index -> record
+    # Warm-up (job warmup_s > 0): the ROI CPU takes over here, before the
+    # programs are forked, and the guest runs warmup_s more on it (forks,
+    # timer ticks, the runner) before the ROI resets the statistics.
+    warm_rc = None
+    if job["warmup_s"] > 0:
+        warm_rc = roi_mark(roi, "workbegin", errors, WARM_WORK_ID)
     for p in plans:
         out = os.path.join(outdir, f"prog-{p['index']:02d}-{_safe(p['name'])}")
         rec = {
@@ -386,8 +399,8 @@ def run_programs(
     jitter = start_jitter(job.get("seed"), [i for i, _ in gates])
     for i, off in jitter["offsets_s"].items():
         results[i]["start_offset_s"] = off
-    time.sleep(jitter["pre_gate_s"])  # before the ROI: shifts the tick phase, not the ROI
-    roi_rc = {"begin": roi_mark(roi, "workbegin", errors)}
+    time.sleep(job["warmup_s"] + jitter["pre_gate_s"])  # jitter: shifts the tick phase
+    roi_rc = {"warmup": warm_rc, "begin": roi_mark(roi, "workbegin", errors)}
     t0 = time.monotonic()
     open_gates(gates, jitter["offsets_s"], t0)  # programs start now (seeded offsets)
     deadline = t0 + job["timeout_s"] if job["timeout_s"] else None

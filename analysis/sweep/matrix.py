@@ -191,6 +191,7 @@ def guest_job(point: SweepPoint, rid: str) -> dict[str, Any]:
         "pinning": o["pinning"],
         "pin_threads": o["pin_threads"],
         "sample_interval_s": o["sample_interval_s"],
+        "warmup_s": o["warmup_s"],
         "read_sched": o["read_sched"],
         "timeout_s": o["timeout_s"],
         "sched_domain": o.get("sched_domain"),

@@ -144,6 +144,9 @@ _SECTIONS: dict[str, dict[str, Any]] = {
         "pinning": "free",
         "pin_threads": True,
         "sample_interval_s": 0.1,
+        # simulated seconds on the ROI CPU before the ROI (configs/numa_lb/roi.py):
+        # fills the caches the atomic_noncaching boot left empty; 0 = switch at the ROI
+        "warmup_s": 0.01,
         "read_sched": True,
         "strict_policy": True,
         "timeout_s": None,
@@ -535,6 +538,10 @@ def _validate_job(j: dict[str, Any]) -> dict[str, Any]:
     _check_type("job.sample_interval_s", j["sample_interval_s"], int | float, "a number > 0")
     if not j["sample_interval_s"] > 0:
         raise SpecError("job.sample_interval_s", "must be > 0")
+    most = mix_job.MAX_WARMUP_S
+    _check_type("job.warmup_s", j["warmup_s"], int | float, f"a number in 0..{most}")
+    if not 0 <= j["warmup_s"] <= most:
+        raise SpecError("job.warmup_s", f"must be in 0..{most} (simulated seconds)")
     if j["timeout_s"] is not None:
         _check_type("job.timeout_s", j["timeout_s"], int | float, "a number > 0")
         if not j["timeout_s"] > 0:

@@ -6,7 +6,10 @@ The guest init drives it with m5 pseudo-instructions (disk-image/init):
                                            (only with --take-checkpoint;
                                            otherwise the event is ignored)
     m5 readfile (the job), still on the boot CPU
-    m5 workbegin 1   -->  switch to the ROI CPU (once), reset stats
+    m5 workbegin 4   -->  warm-up: switch to the ROI CPU (once), no reset
+                          (only with the job's warmup_s > 0)
+    m5 workbegin 1   -->  switch to the ROI CPU (once, if the warm-up did
+                          not), reset stats
     the mix runs on the ROI CPU
     m5 workend 1     -->  dump stats (the ROI dump)
     m5 writefile ... -->  result files land in the output directory
@@ -20,6 +23,12 @@ sample: it goes to ``sample`` (numa_lb/counter_bridge.py), is not written to
 own (PARSEC's hooks) reach the same exit events with another id: they are
 recorded in ``roi.json`` and otherwise ignored, so they cannot reset or dump the
 ROI's statistics mid-run.
+
+The warm-up exists because the atomic_noncaching boot CPU bypasses Ruby: a
+ROI that switches CPUs at its own start begins with empty caches, probe
+filters and TLBs. The mix runner marks it before forking its programs and
+lets the guest run ``warmup_s`` on the ROI CPU; ``roi.json`` records its
+ticks (``roi.warmup_ticks``).
 
 Every transition is written to ``roi.json`` in the output directory at once, so
 a crashed or killed gem5 leaves the last state it reached. Never switch back to
@@ -39,6 +48,7 @@ from typing import Any
 ROI_RECORD_NAME = "roi.json"
 ROI_WORK_ID = 1  # the mix runner's work item (disk-image/init: roi_workid, default 1)
 SAMPLE_WORK_ID = 3  # a counter-bridge request (daemons/counters.py, numa_lb/counter_bridge.py)
+WARM_WORK_ID = 4  # the mix runner's warm-up mark (workloads/mix_run.py WARM_WORK_ID)
 
 
 BOOT_RECORD_NAME = "boot_topology.json"  # written into the checkpoint directory
@@ -96,6 +106,7 @@ def roi_stats_dump_index(outdir: Path) -> int:
 
 class RunState(StrEnum):
     BOOTING = "booting"  # simulating, no ROI yet
+    WARMUP = "warmup"  # on the ROI CPU, before the ROI (statistics not yet reset)
     CHECKPOINTED = "checkpointed"  # boot checkpoint written, simulation stopped
     ROI = "roi"  # between workbegin and workend
     POST_ROI = "post_roi"  # workend seen, results being handed back
@@ -151,6 +162,7 @@ class RoiProtocol:
         self._before_reset = before_reset
         self.samples = 0
         self._switched = False
+        self._warm_tick: int | None = None
         self.record: dict[str, Any] = dict(record or {})
         self.record.update(
             {"state": RunState.BOOTING.value, "events": [], "roi": None, "stats_dumps": 0}
@@ -200,9 +212,19 @@ class RoiProtocol:
             self._sample()
             self.samples += 1
             return True
+        if wid == WARM_WORK_ID and name == "workbegin" and self.record["roi"] is None:
+            self._switch_once()
+            self._warm_tick = self._event("warmup", work_id=wid, switched_cpus=self._switched)
+            self._set(RunState.WARMUP)
+            return True
         self._event(name, work_id=wid, action="ignored (not the ROI's work id)")
         self._write()
         return True
+
+    def _switch_once(self) -> None:
+        if self._switch_cpus is not None and not self._switched:
+            self._switch_cpus()
+            self._switched = True
 
     def on_workbegin(self) -> Generator[bool, None, None]:
         while True:
@@ -211,12 +233,12 @@ class RoiProtocol:
                 continue
             if self._before_reset is not None:
                 self._before_reset()
-            if self._switch_cpus is not None and not self._switched:
-                self._switch_cpus()
-                self._switched = True
+            self._switch_once()
             self._reset_stats()
             tick = self._event("workbegin", switched_cpus=self._switched)
             self.record["roi"] = {"begin_tick": tick, "end_tick": None}
+            if self._warm_tick is not None:
+                self.record["roi"]["warmup_ticks"] = tick - self._warm_tick
             self._set(RunState.ROI)
             yield False
 

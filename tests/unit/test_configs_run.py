@@ -15,11 +15,14 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "configs"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "workloads"))
 
 from numa_lb import options  # noqa: E402
 from numa_lb.roi import (  # noqa: E402
     ROI_RECORD_NAME,
     ROI_WORK_ID,
+    SAMPLE_WORK_ID,
+    WARM_WORK_ID,
     RoiProtocol,
     RoiUnknown,
     RunState,
@@ -129,6 +132,38 @@ def test_only_the_mix_runners_work_items_open_and_close_the_roi(tmp_path: Path) 
     assert m.calls == ["switch", "reset", "dump"]
     assert _state(tmp_path)["roi"]["ticks"] == 30
     assert roi_stats_dump_index(tmp_path) == 0
+
+
+def test_the_warm_up_switches_early_and_the_roi_still_resets(tmp_path: Path) -> None:
+    """Work id 4 moves to the ROI CPU before the ROI; only the ROI's begin resets."""
+    m = Machine()
+    table = m.protocol(tmp_path, take=None).handlers(Events)
+    m.work_id, m.now = WARM_WORK_ID, 100
+    assert next(table[Events.WORKBEGIN]) is False
+    assert m.calls == ["switch"]  # no reset: the warm-up is not measured
+    assert _state(tmp_path)["state"] == "warmup"
+    m.work_id, m.now = ROI_WORK_ID, 2_100
+    assert next(table[Events.WORKBEGIN]) is False
+    assert m.calls == ["switch", "reset"]  # never a second switch
+    m.now = 3_100
+    next(table[Events.WORKEND])
+    roi = _state(tmp_path)["roi"]
+    assert (roi["begin_tick"], roi["warmup_ticks"], roi["ticks"]) == (2_100, 2_000, 1_000)
+    assert [e["event"] for e in _state(tmp_path)["events"]] == ["warmup", "workbegin", "workend"]
+    # a warm-up mark inside or after the ROI is a foreign work item, never a switch
+    m.work_id = WARM_WORK_ID
+    assert next(table[Events.WORKBEGIN]) is False
+    assert m.calls == ["switch", "reset", "dump"]
+    assert "ignored" in _state(tmp_path)["events"][-1]["action"]
+
+
+def test_the_guest_and_gem5_agree_on_the_work_ids() -> None:
+    import mix_run  # noqa: PLC0415 - guest code, imported only here
+    import parsec_catalog  # noqa: PLC0415
+
+    assert mix_run.WARM_WORK_ID == WARM_WORK_ID
+    ids = {ROI_WORK_ID, SAMPLE_WORK_ID, WARM_WORK_ID, parsec_catalog.PARSEC_WORK_ID}
+    assert len(ids) == 4
 
 
 @pytest.mark.parametrize(

@@ -503,8 +503,35 @@ def test_roi_brackets_only_the_programs(tmp_path: Path) -> None:
                                       ["--addr", "workend", "7", "0"]]  # fmt: skip
     assert float(calls[1][4]) - float(calls[0][4]) >= 0.3  # the program ran in between
     end = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()][-1]
-    assert end["type"] == "run_end" and end["roi"] == {"begin": 0, "end": 0}
+    assert end["type"] == "run_end" and end["roi"] == {"warmup": None, "begin": 0, "end": 0}
     assert rc in (0, 1)
+
+
+def test_a_warm_up_moves_to_the_roi_cpu_before_the_programs_start(tmp_path: Path) -> None:
+    """warmup_s > 0: work item 4 before the forks, then warmup_s, then the ROI."""
+    log = tmp_path / "roi.log"
+    m5 = tmp_path / "m5"
+    m5.write_text(f'#!/bin/sh\necho "$* $(date +%s.%N)" >> {log}\n')
+    m5.chmod(0o755)
+    job = mr.load_job(
+        {"run_id": "w", "warmup_s": 0.25,
+         "programs": [{"name": "s", "cmd": ["sh", "-c", "sleep 0.1"]}]}
+    )  # fmt: skip
+    out = tmp_path / "out"
+    mr.run_mix(job, str(out), str(tmp_path / "nosys"), bin_dirs=[str(tmp_path)],
+               roi=[str(m5), "1"])  # fmt: skip
+    calls = [ln.split() for ln in log.read_text().splitlines()]
+    assert [c[:3] for c in calls] == [["workbegin", "4", "0"], ["workbegin", "1", "0"],
+                                      ["workend", "1", "0"]]  # fmt: skip
+    assert float(calls[1][3]) - float(calls[0][3]) >= 0.25  # the warm-up interval
+    end = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()][-1]
+    assert end["roi"] == {"warmup": 0, "begin": 0, "end": 0}
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5, "0.1", True])
+def test_a_bad_warm_up_is_refused(bad: object) -> None:
+    with pytest.raises(mr.JobError, match="warmup_s"):
+        mr.load_job({"run_id": "w", "warmup_s": bad, "programs": []})
 
 
 def test_programs_start_without_a_shell_and_a_seed_varies_the_start(

@@ -47,7 +47,7 @@ def test_run_id_is_pinned() -> None:
 # 2026-11-23: machine gained link_bandwidth (GB/s per direction, None = HT3 default);
 # POINT_SCHEMA 2: numa_balancing is a point field
 # 2026-11-24: job options gained sched_domain (None = balancing intervals untouched)
-PINNED = "ef4638a63d533ae8175f8c8dfe0d63961de75e55ecd91ef5c6553e7d98e05a80"
+PINNED = "3101326f8856d80fab90421e0b73c4f14b5a661de7a5a07d09ad4e432c58f088"
 
 
 def test_run_id_is_stable_across_processes() -> None:
