@@ -213,6 +213,9 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("out", type=Path, help="output dir of the calibration (or -check) preset")
     c.add_argument("--check", action="store_true", help="requested vs measured factor, +-5 %%")
     c.add_argument("--write", type=Path, help="CSV to write (default configs/numa_lb/...)")
+    c.add_argument(
+        "--idle", type=Path, help="OUT is a loaded calibration: compare it with this idle one"
+    )
 
     sub.add_parser("presets", help="list the shipped presets")
 
@@ -266,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.command == "calibrate":
         from analysis.results.calibration import main as calibrate_main
 
-        return calibrate_main(a.out, a.check, a.write)
+        return calibrate_main(a.out, a.check, a.write, a.idle)
     if a.command == "bench":
         from analysis.results.bench import main as bench_main
 

@@ -132,6 +132,8 @@ def load_job(job: Dict[str, Any]) -> Dict[str, Any]:
             raise JobError(f"duplicate program name {q['name']!r}")
         names.add(q["name"])
         out["programs"].append(q)
+    if all(q["background"] for q in out["programs"]):
+        raise JobError("every program is a background one: nothing would end the mix")
     return out
 
 
@@ -167,7 +169,10 @@ def _load_program(i: int, p: Any) -> Dict[str, Any]:
     kinds = [k for k in ("workload", "parsec", "cmd") if k in p]
     if len(kinds) != 1:
         raise JobError(f"program {i}: give exactly one of workload, parsec, cmd")
-    known = {"name", "workload", "parsec", "cmd", "threads", "args", "input", "node", "env"}
+    known = {
+        "name", "workload", "parsec", "cmd", "threads", "args", "input", "node", "env",
+        "background",
+    }  # fmt: skip
     unknown = sorted(set(p) - known)
     if unknown:
         raise JobError(f"program {i}: unknown keys {unknown}")
@@ -180,6 +185,9 @@ def _load_program(i: int, p: Any) -> Dict[str, Any]:
     if not all(isinstance(a, str) for a in q["args"]):
         raise JobError(f"program {i}: args must be strings")
     q["node"] = _get(p, "node", int)
+    # background: load for the others (e.g. streaming while ptrchase measures);
+    # stopped (SIGTERM) once every other program has ended, never timed
+    q["background"] = _get(p, "background", bool, False)
     env = _get(p, "env", dict, {})
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
         raise JobError(f"program {i}: env must map strings to strings")

@@ -99,7 +99,8 @@ def plan_programs(
     cpu_nodes = nodes or [0]
     manifest = None  # our PARSEC build's parsec.json, read once
     for q in job["programs"]:
-        plan = {"index": q["index"], "name": q["name"], "kind": q["kind"]}  # type: Dict
+        plan = {"index": q["index"], "name": q["name"], "kind": q["kind"],
+                "background": q.get("background", False)}  # type: Dict  # fmt: skip
         env = dict(os.environ)
         env.update(q["env"])
         cwd = None

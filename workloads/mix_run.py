@@ -194,7 +194,12 @@ def run_mix(
     if lb0 is not None:
         b, a = parse_lb_stats(lb0), parse_lb_stats(lb1)
         lb_rec.update(before_raw=lb0, after_raw=lb1, before=b, after=a, delta=delta(b, a))
-    failed = [p["name"] for p in status["programs"] if p["exit_code"] != 0]
+    # a background program the runner stopped is not a failure; one that ended
+    # on its own with an error is
+    failed = [
+        p["name"] for p in status["programs"]
+        if p["exit_code"] != 0 and not (p.get("stopped_by_runner") and p["signal"])
+    ]  # fmt: skip
     w.write(
         {
             "type": "run_end",
@@ -361,6 +366,8 @@ def run_programs(
             "error": None,
             # /proc/<pid>/numa_lb_migrations at exit (None: the kernel has none)
             "kernel_migrations": None,
+            # load for the others: not timed, stopped when the others have ended
+            "background": p.get("background", False),
         }  # type: Dict[str, Any]
         if "parsec" in p:
             rec["parsec"] = p["parsec"]
@@ -384,7 +391,11 @@ def run_programs(
             os.close(gate_r)
         rec["pid"] = pid
         gates.append((p["index"], gate_w))
-        procs[pid] = {"index": p["index"], "tree": p["kind"] != "workload"}
+        procs[pid] = {
+            "index": p["index"],
+            "tree": p["kind"] != "workload",
+            "background": p.get("background", False),
+        }
 
     # SIGCHLD wakes the select() below, so exits are timed to the
     # millisecond without busy polling between samples.
@@ -407,8 +418,11 @@ def run_programs(
     timed_out = False
     samples = 0
     next_sample = t0
+    def foreground() -> bool:
+        return any(not st["background"] for st in procs.values())
+
     try:
-        while procs:
+        while foreground():
             now = time.monotonic()
             if now >= next_sample:
                 for pid, st in procs.items():
@@ -416,7 +430,7 @@ def run_programs(
                 samples += 1
                 next_sample = now + interval
             _reap(procs, results, t0)
-            if not procs:
+            if not foreground():
                 break
             if deadline is not None and time.monotonic() >= deadline and not timed_out:
                 timed_out = True
@@ -446,6 +460,7 @@ def run_programs(
         os.close(wake_w)
     elapsed = time.monotonic() - t0
     roi_rc["end"] = roi_mark(roi, "workend", errors)
+    stop_background(procs, results, t0)
 
     tgs = complete_records(results, sampler.groups, outdir, job["run_id"])
     return {
@@ -457,6 +472,36 @@ def run_programs(
         "start_jitter": jitter,
         "roi": roi_rc,
     }
+
+
+BACKGROUND_GRACE_S = 5.0  # SIGTERM, then SIGKILL after this
+
+
+def stop_background(procs: Dict[int, Dict[str, Any]], results: Dict[int, Dict], t0: float) -> None:
+    """End the background programs left once the others have ended (after the ROI):
+    SIGTERM to each group, SIGKILL after BACKGROUND_GRACE_S, then reap them."""
+    if not procs:
+        return
+    for pid, st in procs.items():
+        results[st["index"]]["stopped_by_runner"] = True
+        try:
+            os.killpg(pid, signal.SIGTERM)
+        except OSError:
+            pass
+    deadline = time.monotonic() + BACKGROUND_GRACE_S
+    killed = False
+    while procs:
+        _reap(procs, results, t0)
+        if not procs:
+            break
+        if time.monotonic() >= deadline and not killed:
+            killed = True
+            for pid in procs:
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        time.sleep(0.01)
 
 
 def _reap(procs: Dict[int, Dict[str, Any]], results: Dict[int, Dict], t0: float) -> None:

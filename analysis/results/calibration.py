@@ -28,7 +28,7 @@ from __future__ import annotations
 import csv
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,13 @@ class Measurement:
     remote_ns: float
     matrix_ns: list[list[float]]
     conditions: dict[str, str]  # Topology.calibration_conditions() of the run
+    # background programs (name -> threads) that loaded the machine while the
+    # chase ran; a loaded measurement is compared with an idle one, never a table
+    load: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def loaded(self) -> bool:
+        return bool(self.load)
 
 
 def _ptrchase_result(run: RunDir) -> dict[str, Any] | str:
@@ -139,6 +146,11 @@ def collect(out: Path) -> tuple[list[Measurement], list[str]]:
         if isinstance(res, str):
             skipped.append(f"{name}: {res}")
             continue
+        load = {
+            str(p.get("name")): int(p.get("threads_requested") or 1)
+            for p in parse_results_file(run.guest / "results.jsonl").programs
+            if p.get("background")
+        }
         topo_file = run.m5out / "numa_topology.json"
         topo = json.loads(topo_file.read_text()) if topo_file.exists() else {}
         cycles = topo.get("link_latency_cycles")
@@ -159,9 +171,34 @@ def collect(out: Path) -> tuple[list[Measurement], list[str]]:
                 remote_ns=float(res["remote_ns"]),
                 matrix_ns=res["matrix_ns"],
                 conditions=conditions,
+                load=load,
             )
         )
     return found, skipped
+
+
+def compare_load(loaded: list[Measurement], idle: list[Measurement]) -> list[dict[str, Any]]:
+    """Per link latency measured both ways (same machine): idle vs loaded latency."""
+    rows = []
+    by_idle = {(m.link_latency_cycles, tuple(sorted(m.conditions.items()))): m for m in idle}
+    for m in sorted(loaded, key=lambda m: m.link_latency_cycles):
+        i = by_idle.get((m.link_latency_cycles, tuple(sorted(m.conditions.items()))))
+        if i is None:
+            continue
+        rows.append(
+            {
+                "link_latency_cycles": m.link_latency_cycles,
+                "idle_local_ns": round(i.local_ns, 2),
+                "loaded_local_ns": round(m.local_ns, 2),
+                "idle_remote_ns": round(i.remote_ns, 2),
+                "loaded_remote_ns": round(m.remote_ns, 2),
+                "idle_factor": round(i.numa_factor_measured, 4),
+                "loaded_factor": round(m.numa_factor_measured, 4),
+                "local_ratio": round(m.local_ns / i.local_ns, 4),
+                "remote_ratio": round(m.remote_ns / i.remote_ns, 4),
+            }
+        )
+    return rows
 
 
 def table(measurements: list[Measurement]) -> CalibrationTable:
@@ -222,7 +259,7 @@ def check(measurements: list[Measurement]) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: r["requested"])
 
 
-def main(out: Path, do_check: bool, write: Path | None) -> int:
+def main(out: Path, do_check: bool, write: Path | None, idle: Path | None = None) -> int:
     measurements, skipped = collect(out)
     for s in skipped:
         print(f"skipped {s}")
@@ -230,10 +267,30 @@ def main(out: Path, do_check: bool, write: Path | None) -> int:
         print(f"calibrate: no usable measurement under {out}", file=sys.stderr)
         return 1
     for m in sorted(measurements, key=lambda m: m.link_latency_cycles):
+        load = f" (loaded: {m.load})" if m.loaded else ""
         print(
             f"link {m.link_latency_cycles:4d} cycles: local {m.local_ns:7.2f} ns, "
-            f"remote {m.remote_ns:7.2f} ns, factor {m.numa_factor_measured:.4f}"
+            f"remote {m.remote_ns:7.2f} ns, factor {m.numa_factor_measured:.4f}{load}"
         )
+    loaded = [m for m in measurements if m.loaded]
+    if idle is not None:
+        base, why = collect(idle)
+        base = [m for m in base if not m.loaded]
+        rows = compare_load(loaded, base)
+        for r in rows:
+            print(json.dumps(r))
+        if not rows:
+            print(f"calibrate: no link latency measured both loaded ({out}) and idle ({idle})",
+                  file=sys.stderr)  # fmt: skip
+            return 1
+        return 0
+    if loaded:
+        # a table turns a requested factor into a link latency: that is the idle factor
+        print(
+            f"calibrate: {len(loaded)} run(s) measured under load: no table written "
+            "(compare with the idle runs: --idle DIR)"
+        )
+        return 0
     if do_check:
         rows = check(measurements)
         for r in rows:

@@ -195,6 +195,14 @@ def _f(x: Any) -> float | None:
 
 
 # ------------------------------------------------------------------ per run
+
+def program_failed(p: dict[str, Any]) -> bool:
+    """A program that did not succeed; a background one the runner stopped did."""
+    if p.get("stopped_by_runner") and p.get("signal"):
+        return False
+    return p.get("exit_code") != 0
+
+
 def guest_metrics(g: GuestResults, mix: str) -> list[Row]:
     rows: list[Row] = []
     end = g.run_end or {}
@@ -226,7 +234,7 @@ def guest_metrics(g: GuestResults, mix: str) -> list[Row]:
                 "mix",
                 mix,
                 "programs_failed",
-                float(sum(1 for p in g.programs if p.get("exit_code") != 0)),
+                float(sum(1 for p in g.programs if program_failed(p))),
             )
         )
 
@@ -241,7 +249,8 @@ def guest_metrics(g: GuestResults, mix: str) -> list[Row]:
     kernel_totals: dict[str, float] = {}
     for p in g.programs:
         name = str(p.get("name"))
-        if (v := _f(p.get("elapsed_s"))) is not None:
+        # a background program (load for the others) runs until it is stopped: not timed
+        if not p.get("background") and (v := _f(p.get("elapsed_s"))) is not None:
             rows.append(("program", name, "elapsed_s", v))
         ru = p.get("rusage") or {}
         mn, mj = _f(ru.get("minflt")), _f(ru.get("majflt"))

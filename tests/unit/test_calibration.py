@@ -100,3 +100,30 @@ def test_a_context_switch_in_a_timed_window_leaves_the_run_out(tmp_path: Path) -
     assert (
         len(skipped) == 1 and "context switches in the timed window of pairs [[1, 2]]" in skipped[0]
     )
+
+
+def test_loaded_runs_compare_with_idle_ones_per_link_latency() -> None:
+    idle = [m(10, 1.2), m(60, 1.6)]
+    loaded = [
+        Measurement("l", 10, None, 1.5, 120.0, 180.0, [[0.0]], COND, {"load0": 1}),
+        Measurement("l", 20, None, 1.5, 120.0, 180.0, [[0.0]], COND, {"load0": 1}),
+    ]
+    rows = cal.compare_load(loaded, idle)
+    assert [r["link_latency_cycles"] for r in rows] == [10]  # 20 has no idle partner
+    r = rows[0]
+    assert (r["idle_factor"], r["loaded_factor"]) == (1.2, 1.5)
+    assert (r["local_ratio"], r["remote_ratio"]) == (1.2, 1.5)
+    # another machine is no partner
+    other = [m(10, 1.2, cond=dict(COND, cores_per_socket="4"))]
+    assert cal.compare_load(loaded, other) == []
+
+
+def test_a_loaded_calibration_writes_no_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    loaded = Measurement("l", 10, None, 1.5, 120.0, 180.0, [[0.0]], COND, {"load0": 1})
+    monkeypatch.setattr(cal, "collect", lambda out: ([loaded], []))
+    target = tmp_path / "t.csv"
+    assert cal.main(tmp_path, do_check=False, write=target) == 0
+    assert not target.exists()
+    assert "no table written" in capsys.readouterr().out
