@@ -16,6 +16,7 @@ Needs $GEM5, the release kernel and the disk image (both built on demand).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -92,9 +93,14 @@ def boot(artifacts: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -
 
 
 def restore(
-    boot: Path, artifacts: dict[str, Path], name: str, mix: list[dict], extra: list[str]
+    boot: Path,
+    artifacts: dict[str, Path],
+    name: str,
+    mix: list[dict],
+    extra: list[str],
+    job_extra: dict[str, Any] | None = None,
 ) -> tuple[subprocess.CompletedProcess[str], Path]:
-    job = {"run_id": name, "policy": "mbplus", "programs": mix}
+    job = {"run_id": name, "policy": "mbplus", "programs": mix, **(job_extra or {})}
     (boot / f"{name}.job.json").write_text(json.dumps(job))
     out = boot / name
     run = gem5(
@@ -192,3 +198,44 @@ def test_console_hand_back_is_a_working_fallback(boot: Path, artifacts: dict[str
     assert json.loads((out / "guest" / "status.json").read_text())["status"] == "ok"
     assert not list(out.glob("guest-*"))
     shutil.rmtree(out / "guest")
+
+
+# A file of several MiB in the image, read from disk inside the ROI (timing CPU).
+DMA_FILE = "/usr/bin/python3.11"
+
+
+def test_disk_dma_into_a_remote_node_is_correct(boot: Path, artifacts: dict[str, Path]) -> None:
+    """Disk DMA through Ruby in timing mode: the DMA controllers sit on socket 0, the
+    guest drops its page cache and reads a file into node 3's memory (numactl
+    --membind=3: page-cache pages follow the reader's policy); its SHA-256 must
+    equal the image's bytes as the host reads them (debugfs)."""
+    script = f"echo 3 > /proc/sys/vm/drop_caches && numactl --membind=3 sha256sum {DMA_FILE}"
+    run, out = restore(boot, artifacts, "dma", [{"name": "dma", "cmd": ["sh", "-c", script]}], [])
+    assert run.returncode == 0, run.stdout[-4000:]
+    assert json.loads((out / "guest" / "status.json").read_text())["status"] == "ok"
+    guest_sum = (out / "guest" / "prog-00-dma.out").read_text().split()[0]
+    host = subprocess.run(
+        ["debugfs", "-R", f"cat {DMA_FILE}", str(artifacts["image"])],
+        capture_output=True, check=True, timeout=120,
+    )  # fmt: skip
+    assert len(host.stdout) > 1 << 20, "debugfs read less than 1 MiB: wrong file?"
+    assert guest_sum == hashlib.sha256(host.stdout).hexdigest()
+    # the read really went through Ruby's DMA controllers during the ROI
+    from analysis.results import gem5stats  # noqa: PLC0415
+
+    dumps = gem5stats.parse_stats_file(out / "stats.txt")
+    roi = gem5stats.roi_dump(dumps, gem5stats.roi_dump_index(out)).values
+    key = "directories3.dmaRequestToDir.m_msg_count"  # nozero: absent means none
+    to_node3 = sum(v for k, v in roi.items() if k.endswith(key))
+    size_lines = len(host.stdout) // 64
+    assert to_node3 >= size_lines // 2, (to_node3, size_lines)  # most of the file went there
+
+
+def test_a_warm_up_switches_cpus_before_the_roi(boot: Path, artifacts: dict[str, Path]) -> None:
+    """job warmup_s: work item 4 switches to the timing CPU, the ROI's item 1 resets."""
+    run, out = restore(boot, artifacts, "warm", BOUND_MIX, [], {"warmup_s": 0.005})
+    assert run.returncode == 0, run.stdout[-4000:]
+    roi = json.loads((out / "roi.json").read_text())
+    assert [e["event"] for e in roi["events"]] == ["warmup", "workbegin", "workend", "exit"]
+    assert roi["events"][0]["switched_cpus"] is True
+    assert roi["roi"]["warmup_ticks"] >= 5e-3 * 1e12  # at least warmup_s of simulated time
