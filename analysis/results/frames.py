@@ -55,6 +55,9 @@ RUN_COLS = [
     "executor",
     "attempt",
     "program_kinds",  # the mix's program kinds seen by the guest: workload, parsec, cmd
+    "gem5_host_s",  # host seconds of the restored gem5 process (logs/host_times.json)
+    "checkpoint_key",  # the boot checkpoint it restored
+    "checkpoint_host_s",  # host seconds of that checkpoint's boot (shared)
 ]
 
 
@@ -135,6 +138,7 @@ def load_run(
         executor=_scalar(st.get("executor")),
         attempt=_number(st.get("attempt")),
     )
+    rec.update(host_times(path, errors))
     if rec["state"] != "done":
         return rec, rows, errors
 
@@ -178,6 +182,30 @@ def load_run(
         else:
             errors.append(("m5out/stats.txt", "missing"))
     return rec, rows, errors
+
+
+def host_times(path: Path, errors: list[tuple[str, str]]) -> dict[str, Any]:
+    """Host seconds of a gem5 run (logs/host_times.json, analysis/sweep/backends.py):
+    its own gem5 process, and the boot of the checkpoint it restored (shared by
+    every run with the same ``checkpoint_key``)."""
+    out: dict[str, Any] = {"gem5_host_s": None, "checkpoint_key": None, "checkpoint_host_s": None}
+    f = path / "logs" / "host_times.json"
+    if not f.exists():
+        return out
+    try:
+        d = json.loads(f.read_text())
+    except (OSError, ValueError) as e:
+        errors.append(("logs/host_times.json", f"unreadable: {e}"))
+        return out
+    if not isinstance(d, dict):
+        errors.append(("logs/host_times.json", "not a JSON object"))
+        return out
+    out["gem5_host_s"] = _number(d.get("gem5_s"))
+    ck = d.get("checkpoint")
+    if isinstance(ck, dict):
+        out["checkpoint_key"] = _scalar(ck.get("key"))
+        out["checkpoint_host_s"] = _number(ck.get("host_s"))
+    return out
 
 
 def _read_spec(

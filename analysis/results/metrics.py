@@ -32,6 +32,10 @@ sim_speed_ips        ROI committed instructions (all CPUs) / ROI host seconds
                      bridge's handler took in the ROI: counter_bridge.json); gem5's
                      hostInstRate is not used (its simInsts also counts the
                      switched-out boot CPUs).
+roi_host_s           host seconds of the ROI (hostSeconds of the ROI dump). The run's
+                     other costs are columns of the runs frame: gem5_host_s (the
+                     restored gem5 process), checkpoint_host_s (the boot it restored,
+                     shared by every run with the same checkpoint_key), duration_s.
 llc_misses           demand misses of the last-level cache (the private L2 under
                      MOESI_hammer) per CPU, socket, mix.
 llc_mpki             llc_misses per 1000 committed instructions (CPU, socket, mix).
@@ -170,6 +174,7 @@ _M = [
     Metric("numa_factor_measured", "", "measured NUMA factor", ""),
     Metric("programs_failed", "", "failed programs", "lower"),
     Metric("sim_speed_ips", "inst/s", "simulation speed (ROI inst per host s)", "higher", True),
+    Metric("roi_host_s", "s", "host seconds of the ROI", "lower", True),
     Metric("daemon_samples", "", "daemon counter samples", ""),
     Metric("daemon_decisions", "", "daemon decisions", ""),
     Metric("daemon_thread_moves", "", "threads pinned by the daemon", "lower"),
@@ -414,6 +419,8 @@ def gem5_metrics(
     if ti is not None:
         rows.append(("mix", mix, "instructions", ti))
         host = values.get("hostSeconds")
+        if _finite(host):
+            rows.append(("mix", mix, "roi_host_s", host))
         if _finite(host) and host - bridge_host_s > 0:
             # ROI committed instructions / ROI host seconds: gem5's hostInstRate
             # divides simInsts, which also counts the switched-out boot CPUs.

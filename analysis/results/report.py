@@ -34,7 +34,7 @@ from typing import Any
 import pandas as pd
 
 from ..sweep.backends import CAVEATS
-from . import finding, plots
+from . import finding, plots, run_cost
 from .daemons import daemon_section
 from .frames import Frames, build_frames
 from .metrics import CONFIG_COLS, METRICS, summarize
@@ -271,9 +271,35 @@ def build(fr: Frames, title: str, inputs: list[Path]) -> list[Section]:
     ds = daemon_section(mx, runs)  # the user-level policies beside the kernel ones
     if ds is not None:
         secs.append(ds)
+    cs = cost_section(runs, mx)
+    if cs is not None:
+        secs.append(cs)
     secs.append(definitions())
     secs.append(errors_section(fr))
     return secs
+
+
+def cost_section(runs: pd.DataFrame | None, mx: pd.DataFrame) -> Section | None:
+    """Host seconds per run, per checkpoint boot and for the sweep (run_cost.py)."""
+    if runs is None:
+        return None
+    rows = run_cost.summary(runs, mx)
+    if not rows:
+        return None
+    s = Section("Cost on the host")
+    speed = run_cost.sim_speed(mx)
+    table = [[r.what, r.n, _fmt(r.median), _fmt(r.max), _fmt(r.total / 3600)] for r in rows]
+    if speed is not None:
+        table.append([speed.what, speed.n, _fmt(speed.median), _fmt(speed.max), "–"])
+    s.items.append(
+        Table(["what", "n", "median (s)", "max (s)", "total (h)"], table,
+              "Host seconds; a run's wall time includes the checkpoint boot it did or "
+              "waited for")  # fmt: skip
+    )
+    hours = run_cost.sweep_host_hours(runs)
+    if hours is not None:
+        s.paras.append(f"Sweep total: {hours:.2f} host-hours over {len(runs)} runs.")
+    return s
 
 
 FINDING_METRICS = (

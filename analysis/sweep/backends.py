@@ -20,8 +20,10 @@ import importlib.util
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
@@ -355,6 +357,19 @@ def checkpoint_key(rec: dict[str, Any]) -> str:
     return hashlib.sha256(canonical_json(key).encode()).hexdigest()[:20]
 
 
+BOOT_COST_NAME = "boot_cost.json"  # in a checkpoint directory: the boot's host seconds
+HOST_TIMES_NAME = "host_times.json"  # in a run's logs/: checkpoint and gem5 host seconds
+
+
+def checkpoint_cost(cdir: Path) -> dict[str, Any] | None:
+    """The boot cost recorded with a checkpoint (None for one made before it was)."""
+    try:
+        cost = json.loads((cdir / BOOT_COST_NAME).read_text())
+    except (OSError, ValueError):
+        return None
+    return cost if isinstance(cost, dict) else None
+
+
 def checkpoint_base() -> Path:
     """Where boot checkpoints live: the artifact cache, shared by every node."""
     return pv.cache_root() / "checkpoints"
@@ -375,11 +390,15 @@ def ensure_checkpoint(rec: dict[str, Any], run_dir: Path, log: Any, timeout_s: f
         cmd = gem5_command(rec, tmp, checkpoint=tmp / "cpt", take_checkpoint=True)
         log.write(f"boot checkpoint {key}: {cmd}\n".encode())
         log.flush()
+        t0 = time.time()
         r = subprocess.run(
             cmd, stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s, check=False
         )
         if r.returncode != 0 or not (tmp / "cpt").exists():
             raise RuntimeError(f"boot checkpoint failed (gem5 exit {r.returncode})")
+        # the boot's host cost, shared by every run restoring this checkpoint
+        cost = {"key": key, "host_s": round(time.time() - t0, 3), "host": socket.gethostname()}
+        (tmp / BOOT_COST_NAME).write_text(json.dumps(cost) + "\n")
 
     def note(msg: str) -> None:
         log.write(f"{msg}\n".encode())
@@ -399,12 +418,18 @@ def run_gem5(rec: dict[str, Any], run_dir: Path, timeout_s: float) -> Outcome:
     staging.check_inputs(rec)  # on a shared path, staged by the submitting host
     point = SweepPoint.from_dict(rec["point"])
     logp = run_dir / "logs" / "gem5.log"
+    host_times: dict[str, Any] = {}
     with open(logp, "ab") as log:
         ckpt = None
         if (point.gem5 or {}).get("checkpoint", True):
-            ckpt = ensure_checkpoint(rec, run_dir, log, timeout_s) / "cpt"
+            t0 = time.time()
+            cdir = ensure_checkpoint(rec, run_dir, log, timeout_s)
+            host_times["checkpoint_wait_s"] = round(time.time() - t0, 3)  # built or waited
+            host_times["checkpoint"] = checkpoint_cost(cdir)
+            ckpt = cdir / "cpt"
         cmd = gem5_command(rec, run_dir, checkpoint=ckpt)
         (run_dir / "logs" / "gem5.cmd.json").write_text(json.dumps(cmd) + "\n")
+        t0 = time.time()
         try:
             r = subprocess.run(
                 cmd,
@@ -416,6 +441,9 @@ def run_gem5(rec: dict[str, Any], run_dir: Path, timeout_s: float) -> Outcome:
             )
         except subprocess.TimeoutExpired:
             return Outcome(exit_code=None, timed_out=True, error=f"gem5 exceeded {timeout_s:.0f} s")
+        finally:
+            host_times["gem5_s"] = round(time.time() - t0, 3)  # the restored run's process
+            (run_dir / "logs" / HOST_TIMES_NAME).write_text(json.dumps(host_times) + "\n")
     guest = collect_gem5_guest_files(run_dir)
     details: dict[str, Any] = {"command": cmd, "guest_status": guest}
     if r.returncode != 0:
