@@ -205,6 +205,8 @@ def input_files(workloads: Path = WORKLOADS, init: Path = INIT) -> dict[str, Pat
     for p in sorted(DAEMONS.glob("*")):  # the policy daemons and their counter library
         if p.is_file() and (p.name == "Makefile" or p.suffix in (".c", ".h", ".py")):
             files[f"daemons/{p.name}"] = p
+    # built into the image by workloads/src/Makefile (kMLB's page-fault cost)
+    files["kernel-patches/guest/fault_bench.c"] = ROOT / "kernel-patches/guest/fault_bench.c"
     files["disk-image/init/numa-lb-init"] = init
     for p in sorted(init.parent.glob("*.py")):  # the init's phase modules, next to it
         files[f"disk-image/init/{p.name}"] = p

@@ -7,7 +7,7 @@
  * that every fault and every unmap updates (kMLB's numa_rss, one atomic per
  * page) is a single contended cache line, which is what this measures.
  *
- *   fault_bench <threads> <seconds> <rep>
+ *   fault_bench <threads> <seconds> <rep>     (seconds may be fractional)
  *
  * prints "FAULTBENCH threads=<n> rep=<r> pages=<faulted pages>
  * ns=<elapsed ns>" for the run: the host turns it into pages per second.
@@ -73,20 +73,25 @@ int main(int argc, char **argv)
 {
 	static struct worker w[MAX_THREADS];
 	unsigned long pages = 0;
-	int n, seconds, rep, ncpu;
-	double t0, t1;
+	int n, rep, ncpu;
+	double seconds, t0, t1;
+	struct timespec window;
 
 	if (argc != 4) {
 		fprintf(stderr, "usage: fault_bench <threads> <seconds> <rep>\n");
 		return 2;
 	}
 	n = atoi(argv[1]);
-	seconds = atoi(argv[2]);
+	/* fractional: a gem5 ROI lasts milliseconds of simulated time */
+	seconds = strtod(argv[2], NULL);
 	rep = atoi(argv[3]);
-	if (n < 1 || n > MAX_THREADS || seconds < 1) {
-		fprintf(stderr, "fault_bench: threads 1..%d, seconds >= 1\n", MAX_THREADS);
+	if (n < 1 || n > MAX_THREADS || !(seconds > 0 && seconds <= 3600)) {
+		fprintf(stderr, "fault_bench: threads 1..%d, seconds in (0, 3600]\n",
+			MAX_THREADS);
 		return 2;
 	}
+	window.tv_sec = (time_t)seconds;
+	window.tv_nsec = (long)((seconds - window.tv_sec) * 1e9);
 	page = sysconf(_SC_PAGESIZE);
 	ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	for (int i = 0; i < n; i++) {
@@ -98,7 +103,8 @@ int main(int argc, char **argv)
 	}
 	t0 = now_ns();
 	go = 1;
-	sleep(seconds);
+	while (nanosleep(&window, &window))
+		;
 	stop = 1;
 	t1 = now_ns();
 	for (int i = 0; i < n; i++) {
