@@ -485,12 +485,18 @@ def test_runs_under_python36(tmp_path: Path, fake_sysctl: Path) -> None:
     assert recs[0]["python"].startswith("3.6") and recs[-1]["status"] == "ok"
 
 
-def test_roi_brackets_only_the_programs(tmp_path: Path) -> None:
-    """--roi: workbegin right before the gate opens, workend after the last reap."""
+def fake_m5(tmp_path: Path) -> tuple[Path, Path]:
+    """An m5 stand-in that logs its arguments and the time of each call."""
     log = tmp_path / "roi.log"
     m5 = tmp_path / "m5"
     m5.write_text(f'#!/bin/sh\necho "$* $(date +%s.%N)" >> {log}\n')
     m5.chmod(0o755)
+    return m5, log
+
+
+def test_roi_brackets_only_the_programs(tmp_path: Path) -> None:
+    """--roi: workbegin right before the gate opens, workend after the last reap."""
+    m5, log = fake_m5(tmp_path)
     bindir = tmp_path / "bin"
     bindir.mkdir()
     job = mr.load_job(
@@ -510,10 +516,7 @@ def test_roi_brackets_only_the_programs(tmp_path: Path) -> None:
 
 def test_a_warm_up_moves_to_the_roi_cpu_before_the_programs_start(tmp_path: Path) -> None:
     """warmup_s > 0: work item 4 before the forks, then warmup_s, then the ROI."""
-    log = tmp_path / "roi.log"
-    m5 = tmp_path / "m5"
-    m5.write_text(f'#!/bin/sh\necho "$* $(date +%s.%N)" >> {log}\n')
-    m5.chmod(0o755)
+    m5, log = fake_m5(tmp_path)
     job = mr.load_job(
         {"run_id": "w", "warmup_s": 0.25,
          "programs": [{"name": "s", "cmd": ["sh", "-c", "sleep 0.1"]}]}
@@ -657,10 +660,7 @@ def test_sched_domain_not_applied_fails_the_run(
 def test_a_background_program_is_stopped_when_the_others_end(tmp_path: Path) -> None:
     """background: load for the others; the mix ends with its foreground programs,
     the ROI closes before the background one is stopped, and that stop is no failure."""
-    log = tmp_path / "roi.log"
-    m5 = tmp_path / "m5"
-    m5.write_text(f'#!/bin/sh\necho "$* $(date +%s.%N)" >> {log}\n')
-    m5.chmod(0o755)
+    m5, log = fake_m5(tmp_path)
     job = mr.load_job(
         {"run_id": "bg", "programs": [
             {"name": "fg", "cmd": ["sh", "-c", "sleep 0.3"]},
