@@ -12,8 +12,10 @@ switches kernel.sched_numa_lb_policy at run time, runs a multithreaded mix
 under every policy and prints tagged lines on the serial console, which
 parse_console() turns into a GuestRun.  Before the mix it makes the sysctl
 writes whose results the kernel documents (SYSCTL_WRITES) and checks the
-access rules of /proc/<pid>/numa_lb_migrations; after it, one program runs
-with NUMA balancing on so that page migrations are counted.
+access rules of /proc/<pid>/numa_lb_migrations and numa_lb_threads; after it,
+the accounting program checks numa_rss and numa_lb_threads on every path,
+and one program runs with NUMA balancing on so that page migrations are
+counted.
 
 `run` prints a summary and exits non-zero when a check fails; the pytest tier
 (tests/kernel/test_qemu_numa.py) asserts the same checks one by one.
@@ -96,7 +98,7 @@ SYSCTL_WRITES = {
 KMSG_TAIL = re.compile(r"\[\s*\d+\.\d{6}\].*$")
 SPLAT = re.compile(
     r"WARNING:|BUG:|possible circular locking|inconsistent lock state|"
-    r"KASAN|Kernel panic|Oops|Call Trace|Bad numa_rss|Bad rss-counter|UBSAN"
+    r"KASAN|Kernel panic|Oops|Call Trace|Bad numa_rss|Bad numa_lb_threads|Bad rss-counter|UBSAN"
 )
 
 
@@ -357,7 +359,7 @@ def migration_problems(run: GuestRun, policies: list[str]) -> list[str]:
     """/proc/<pid>/numa_lb_migrations: access rules, per-program checks, and
     the programs' cross-node moves against the policy counters."""
     bad = []
-    for f in ("numa_lb_migrations", "numa_maps"):
+    for f in ("numa_lb_migrations", "numa_lb_threads", "numa_maps"):
         if run.access.get(f) != {"open": "EACCES", "held": "ok"}:
             bad.append(
                 f"/proc/1/{f} as nobody: {run.access.get(f)} (want EACCES at open, "
@@ -371,6 +373,7 @@ def migration_problems(run: GuestRun, policies: list[str]) -> list[str]:
     for z in zombies:
         if z.get("ok") != "1" or any(k not in z for k in MIGRATION_KEYS):
             bad.append(f"numa_lb_migrations of {z['tag']}: {z}")
+    bad += thread_count_problems(run)
     for p in policies:
         if p not in run.stats_after:
             continue
@@ -397,6 +400,7 @@ def migration_problems(run: GuestRun, policies: list[str]) -> list[str]:
 # guest/numa_lb_stress.c accounting: kMLB against the pages' real nodes
 ACCOUNTING_CHECKS = (
     "move_pages", "migrate_pages", "cow", "cow_parent", "storm", "thp", "ksm", "acct_munmap",
+    "threads_storm", "threads_fork",  # /proc/<pid>/numa_lb_threads (patch 0013)
 )  # fmt: skip
 
 
@@ -409,6 +413,27 @@ def accounting_problems(run: GuestRun) -> list[str]:
         for c in ACCOUNTING_CHECKS
         if c in got and got[c].get("ok") != "1"
     ]
+    return bad
+
+
+def thread_count_problems(run: GuestRun) -> list[str]:
+    """/proc/<pid>/numa_lb_threads (patch 0013): every zombie counts no
+    thread, and every stress program's counts after its workers were joined
+    are its one thread, on the node it is on.  (The storm and fork checks
+    are accounting checks.)"""
+    bad = []
+    zombies = run.zombies()
+    for z in zombies:
+        if z.get("threads_left") != "0":
+            bad.append(f"zombie {z['tag']} still counts threads: {z.get('threads_left')}")
+    joined = [s for s in run.stress if s.get("check") == "threads_joined"]
+    stress_programs = [z for z in zombies if not z["tag"].startswith(("acct-", "numabal-"))]
+    if len(joined) != len(stress_programs):
+        bad.append(
+            f"{len(joined)} numa_lb_threads checks after the join, "
+            f"expected {len(stress_programs)} (one per stress program)"
+        )
+    bad += [f"numa_lb_threads after the join: {s}" for s in joined if s.get("ok") != "1"]
     return bad
 
 

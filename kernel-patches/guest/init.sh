@@ -68,8 +68,9 @@ echo "SYSCTL unprivileged=$(/bin/numa_lb_stress unpriv-write $sysctl) after_unpr
 echo "SYSCTL write_newline=$(/bin/numa_lb_stress sysctl-write $sysctl newline) after_newline=$(cat $sysctl)"
 echo default > $sysctl
 echo "SYSCTL reset=$(cat $sysctl)"
-# numa_lb_migrations takes numa_maps' access check, at open time
-for f in numa_lb_migrations numa_maps; do
+# numa_lb_migrations and numa_lb_threads take numa_maps' access check, at
+# open time
+for f in numa_lb_migrations numa_lb_threads numa_maps; do
 	echo "ACCESS file=$f $(/bin/numa_lb_stress unpriv-read /proc/1/$f)"
 done
 echo "ACCESS file=after_exec $(/bin/numa_lb_stress exec-read)"
@@ -88,7 +89,8 @@ for p in $policies; do
 done
 
 # kMLB's counts against the pages' real nodes: move_pages, migrate_pages,
-# copy-on-write, a fork and thread storm, munmap (NUMA balancing off)
+# copy-on-write, a fork and thread storm, munmap (NUMA balancing off); the
+# per-group thread counts against the threads' real nodes in the storm
 /bin/numa_lb_stress accounting acct-0
 
 # NUMA balancing on, one thread pinned away from its pages: the pages it

@@ -44,6 +44,16 @@
  * must lose and another gain exactly what moved, within ACCT_SLACK pages
  * (a quiet single-threaded process's other pages barely move).
  *
+ * It also checks /proc/<pid>/numa_lb_threads, the thread group's live
+ * threads per node, against the nodes of the CPUs its threads last ran on
+ * (the processor field of /proc/<pid>/task/<tid>/stat): in the thread storm
+ * (threads pinned one per node, counted exactly while they wait, and the
+ * counts exactly back to their prior values once they are joined), in each
+ * forked child of the storm (the same in its own group; its zombie counts
+ * zero, and the parent's counts are unchanged by the fork), after every
+ * stress program's workers are joined, and in every zombie a parent reads
+ * (all zero).
+ *
  * Output lines start with "STRESS <tag>" so the host can parse them.
  */
 #define _GNU_SOURCE
@@ -226,6 +236,110 @@ static long read_rss_pages(void)
 	return resident;
 }
 
+/* /proc/<pid>/numa_lb_threads: threads per node into @cnt (zeroed first). */
+static int read_threads(pid_t pid, int *cnt)
+{
+	char path[64], buf[1024];
+	int n = 0, node, val;
+	FILE *f;
+	char *p;
+
+	memset(cnt, 0, MAX_NODES * sizeof(*cnt));
+	snprintf(path, sizeof(path), "/proc/%d/numa_lb_threads", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	if (!fgets(buf, sizeof(buf), f)) {
+		fclose(f);
+		return -1;
+	}
+	fclose(f);
+	for (p = strtok(buf, " \n"); p; p = strtok(NULL, " \n")) {
+		if (sscanf(p, "T%d=%d", &node, &val) != 2 || node < 0 || node >= MAX_NODES)
+			return -1;
+		cnt[node] = val;
+		n++;
+	}
+	return n;
+}
+
+static int cpu_node(int cpu);
+
+/*
+ * Threads of @pid per node of the CPU each last ran on (field 39 of
+ * /proc/<pid>/task/<tid>/stat, the task's CPU the kernel counts it by).
+ */
+static int real_threads(pid_t pid, int *cnt)
+{
+	char path[300], buf[1024], *p;
+	struct dirent *de;
+	int cpu, field, node;
+	DIR *dir;
+	FILE *f;
+
+	memset(cnt, 0, MAX_NODES * sizeof(*cnt));
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	dir = opendir(path);
+	if (!dir)
+		return -1;
+	while ((de = readdir(dir))) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/stat", (int)pid, de->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;	/* exited meanwhile */
+		p = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
+		fclose(f);
+		if (!p)
+			continue;
+		/* after "comm)" come the fields from 3 (state) on */
+		for (field = 2; field < 39 && p; field++)
+			p = strchr(p + 1, ' ');
+		if (!p || sscanf(p, " %d", &cpu) != 1 || (node = cpu_node(cpu)) < 0) {
+			closedir(dir);
+			return -1;
+		}
+		cnt[node]++;
+	}
+	closedir(dir);
+	return 0;
+}
+
+static void fmt_threads(char *out, size_t len, const int *cnt, int nodes)
+{
+	size_t used = 0;
+	int i;
+
+	out[0] = 0;
+	for (i = 0; i < nodes && used < len; i++)
+		used += snprintf(out + used, len - used, "%sT%d=%d", i ? "," : "", i, cnt[i]);
+}
+
+/*
+ * numa_lb_threads of @pid into @file, checked against its threads' real
+ * nodes: 1 when they agree on a read between two equal looks at the
+ * threads (a thread that moves meanwhile makes us look again), else 0 with
+ * the last disagreement in @file and @real.
+ */
+static int threads_match(pid_t pid, int *file, int *real, int *nodes)
+{
+	int again[MAX_NODES], try;
+
+	for (try = 0; try < 50; try++) {
+		if (real_threads(pid, real) ||
+		    (*nodes = read_threads(pid, file)) < 0 ||
+		    real_threads(pid, again))
+			return 0;
+		if (memcmp(real, again, sizeof(again)))
+			continue;
+		if (!memcmp(file, real, sizeof(again)))
+			return 1;
+		usleep(1000);
+	}
+	return 0;
+}
+
 static void *worker(void *arg)
 {
 	unsigned long seed = (unsigned long)arg * 2654435761UL + 1;
@@ -298,6 +412,22 @@ static int check_migrations_kept(unsigned long running)
 	return !ok;
 }
 
+/* The workers are joined: the group counts the one thread left, where it is. */
+static int check_threads_joined(void)
+{
+	int file[MAX_NODES], real[MAX_NODES], nodes = 0, ok, i, sum = 0;
+	char sf[256], sr[256];
+
+	ok = threads_match(getpid(), file, real, &nodes);
+	for (i = 0; i < MAX_NODES; i++)
+		sum += file[i];
+	ok &= sum == 1;
+	fmt_threads(sf, sizeof(sf), file, nodes);
+	fmt_threads(sr, sizeof(sr), real, nodes);
+	printf("STRESS %s check=threads_joined file=%s real=%s ok=%d\n", tag, sf, sr, ok);
+	return !ok;
+}
+
 /* Our last word to the parent: the total as we saw it before exiting. */
 static void report_final(void)
 {
@@ -314,14 +444,20 @@ static void report_final(void)
 
 static int cpu_node(int cpu)
 {
+	static int cache[1024];	/* node + 1, 0: not looked up yet */
 	char path[96];
 	int node;
 
+	if (cpu >= 0 && cpu < 1024 && cache[cpu])
+		return cache[cpu] - 1;
 	for (node = 0; node < MAX_NODES; node++) {
 		snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d/node%d",
 			 cpu, node);
-		if (!access(path, F_OK))
+		if (!access(path, F_OK)) {
+			if (cpu >= 0 && cpu < 1024)
+				cache[cpu] = node + 1;
 			return node;
+		}
 	}
 	return -1;
 }
@@ -399,7 +535,8 @@ static int numa_pages(size_t mib, int seconds)
 static int run_forked(int (*body)(void *), void *arg)
 {
 	unsigned long v[NR_MIG_KEYS], final = 0;
-	int pipefd[2], status, ok, err;
+	int pipefd[2], status, ok, err, nodes, cnt[MAX_NODES];
+	long left;
 	char buf[32] = "";
 	char path[64];
 	siginfo_t si;
@@ -435,12 +572,21 @@ static int run_forked(int (*body)(void *), void *arg)
 	snprintf(path, sizeof(path), "/proc/%d/numa_lb_migrations", pid);
 	err = read_migrations(path, v);
 	ok = !err && len > 0 && migrations_consistent(v) && v[0] >= final;
+	/* every thread has exited: the group counts none on any node */
+	nodes = read_threads(pid, cnt);
+	for (i = 0, left = 0; nodes > 0 && i < (size_t)nodes; i++)
+		left += labs(cnt[i]);
+	ok &= nodes > 0 && !left;
 	printf("STRESS %s check=zombie", tag);
 	if (!err)
 		for (i = 0; i < NR_MIG_KEYS; i++)
 			printf(" %s=%lu", mig_keys[i], v[i]);
 	else
 		printf(" error=%s", err == -EPROTO ? "format" : errno_name(-err));
+	if (nodes > 0)
+		printf(" threads_left=%ld", left);
+	else
+		printf(" threads_left=unreadable");
 	printf(" self_final=%lu ok=%d\n", final, ok);
 	fflush(stdout);
 	if (waitpid(pid, &status, 0) != pid) {
@@ -631,9 +777,26 @@ static int moved(const long *b, const long *a, int from, int to, long n)
 	       labs(a[to] - b[to] - n) <= ACCT_SLACK;
 }
 
+/* A storm thread: pin itself to @cpu, say so, wait for the word to exit. */
+struct storm_arg {
+	int cpu;
+	int ready_fd;
+	int go_fd;
+};
+
 static void *storm_thread(void *arg)
 {
-	return arg;
+	const struct storm_arg *a = arg;
+	cpu_set_t set;
+	char c = 0;
+
+	CPU_ZERO(&set);
+	CPU_SET(a->cpu, &set);
+	if (sched_setaffinity(0, sizeof(set), &set))
+		c = 'E';
+	if (write(a->ready_fd, &c, 1) != 1 || read(a->go_fd, &c, 1) != 1)
+		return (void *)1;
+	return NULL;
 }
 
 /* Copy-on-write in a child pinned to node 0: its node-2 pages become node-0 pages. */
@@ -684,30 +847,152 @@ static int acct_cow(char *buf, long n, int *status)
 	return !ok || !WIFEXITED(st) || WEXITSTATUS(st);
 }
 
-/* Forks whose children start and join threads, while we do the same. */
+#define STORM_THREADS	4
+#define STORM_ROUNDS	20
+static int storm_during[MAX_NODES];	/* the counts while a round's threads wait */
+
+/* The first CPU of each node, -1 for a node without CPUs. */
+static int node_cpus(int *first)
+{
+	int cpu, node, nodes = 0, ncpus = sysconf(_SC_NPROCESSORS_CONF);
+
+	for (node = 0; node < MAX_NODES; node++)
+		first[node] = -1;
+	for (cpu = ncpus - 1; cpu >= 0; cpu--) {
+		node = cpu_node(cpu);
+		if (node >= 0) {
+			first[node] = cpu;
+			if (node + 1 > nodes)
+				nodes = node + 1;
+		}
+	}
+	return nodes;
+}
+
+/*
+ * One storm round in our thread group: STORM_THREADS threads, each pinned
+ * to a CPU of another node, counted exactly while they wait (the counts
+ * the group had plus one on each thread's node, and what their real nodes
+ * say), and the counts exactly what they were once they are joined.
+ * Returns 0, or the stage that failed (1 before, 2 during, 3 after, 4 the
+ * threads) with the counts of that stage in @file and @real.
+ */
+static int storm_round(int *file, int *real, int *nodes)
+{
+	int prior[MAX_NODES], first[MAX_NODES], want[MAX_NODES];
+	struct storm_arg args[STORM_THREADS];
+	int ready[2], go[2], i, stage = 0, nn;
+	pthread_t t[STORM_THREADS];
+	void *ret;
+	char c;
+
+	nn = node_cpus(first);
+	if (!threads_match(getpid(), prior, real, nodes)) {
+		memcpy(file, prior, sizeof(prior));
+		return 1;
+	}
+	memcpy(want, prior, sizeof(prior));
+	if (pipe(ready) || pipe(go))
+		return 4;
+	for (i = 0; i < STORM_THREADS; i++) {
+		int node = i % nn;
+
+		while (first[node] < 0)
+			node = (node + 1) % nn;
+		args[i] = (struct storm_arg){ first[node], ready[1], go[0] };
+		want[node]++;
+		if (pthread_create(&t[i], NULL, storm_thread, &args[i]))
+			return 4;
+	}
+	for (i = 0; i < STORM_THREADS; i++)
+		if (read(ready[0], &c, 1) != 1 || c)
+			stage = 4;
+	if (!stage && (!threads_match(getpid(), file, real, nodes) ||
+		       memcmp(file, want, sizeof(want))))
+		stage = 2;
+	if (!stage)
+		memcpy(storm_during, file, sizeof(storm_during));
+	for (i = 0; i < STORM_THREADS; i++)
+		if (write(go[1], "", 1) != 1)
+			stage = 4;
+	for (i = 0; i < STORM_THREADS; i++)
+		if (pthread_join(t[i], &ret) || ret)
+			stage = 4;
+	close(ready[0]);
+	close(ready[1]);
+	close(go[0]);
+	close(go[1]);
+	if (stage)
+		return stage;
+	/* joined threads have left their counts in do_exit() */
+	if (!threads_match(getpid(), file, real, nodes) || memcmp(file, prior, sizeof(prior)))
+		return 3;
+	return 0;
+}
+
+/*
+ * Forks whose children run storm rounds in their own groups, while we run
+ * ours; we pin ourselves (and so the children) to the CPU we are on, so
+ * that "what they were" is exact.  Each child's zombie must count no
+ * thread, and the fork must leave our counts as they were.
+ */
 static int acct_storm(void)
 {
-	pthread_t t[4];
-	int r, i, st, bad = 0;
+	int file[MAX_NODES], real[MAX_NODES], prior[MAX_NODES], zc[MAX_NODES];
+	int r, st, nodes = 0, pn = 0, stage, bad_round = -1, bad_stage = 0;
+	int rounds_ok = 0, child_ok = 0, zombie_zero = 0, unchanged = 0, bad = 0;
+	char sf[256] = "", sr[256] = "", sp[256] = "", sd[256] = "";
+	cpu_set_t all, one;
+	siginfo_t si;
 	pid_t pid;
 
-	for (r = 0; r < 20; r++) {
+	sched_getaffinity(0, sizeof(all), &all);
+	CPU_ZERO(&one);
+	CPU_SET(sched_getcpu(), &one);
+	sched_setaffinity(0, sizeof(one), &one);
+	threads_match(getpid(), prior, real, &pn);
+	fmt_threads(sp, sizeof(sp), prior, pn);
+	for (r = 0; r < STORM_ROUNDS; r++) {
 		fflush(stdout);
 		pid = fork();
-		if (!pid) {
-			for (i = 0; i < 4; i++)
-				pthread_create(&t[i], NULL, storm_thread, NULL);
-			for (i = 0; i < 4; i++)
-				pthread_join(t[i], NULL);
-			_exit(0);
+		if (!pid)
+			_exit(storm_round(file, real, &nodes));
+		stage = storm_round(file, real, &nodes);
+		if (!stage)
+			rounds_ok++;
+		else if (bad_round < 0) {
+			bad_round = r;
+			bad_stage = stage;
+			fmt_threads(sf, sizeof(sf), file, nodes);
+			fmt_threads(sr, sizeof(sr), real, nodes);
 		}
-		for (i = 0; i < 4; i++)
-			pthread_create(&t[i], NULL, storm_thread, NULL);
-		for (i = 0; i < 4; i++)
-			pthread_join(t[i], NULL);
-		if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st))
+		if (pid < 0 || waitid(P_PID, pid, &si, WEXITED | WNOWAIT)) {
 			bad = 1;
+			continue;
+		}
+		if (si.si_code == CLD_EXITED && si.si_status == 0)
+			child_ok++;
+		nodes = read_threads(pid, zc);
+		if (nodes > 0 && !memcmp(zc, (int[MAX_NODES]){ 0 }, sizeof(zc)))
+			zombie_zero++;
+		if (waitpid(pid, &st, 0) != pid)
+			bad = 1;
+		if (threads_match(getpid(), file, real, &nodes) && !memcmp(file, prior, sizeof(prior)))
+			unchanged++;
 	}
+	sched_setaffinity(0, sizeof(all), &all);
+	fmt_threads(sd, sizeof(sd), storm_during, pn);
+	printf("STRESS %s check=threads_storm rounds=%d ok_rounds=%d prior=%s during=%s",
+	       tag, STORM_ROUNDS, rounds_ok, sp, sd);
+	if (bad_round >= 0)
+		printf(" first_bad=%d stage=%d file=%s real=%s", bad_round, bad_stage, sf, sr);
+	printf(" ok=%d\n", rounds_ok == STORM_ROUNDS);
+	printf("STRESS %s check=threads_fork rounds=%d child_ok=%d zombie_zero=%d parent_unchanged=%d ok=%d\n",
+	       tag, STORM_ROUNDS, child_ok, zombie_zero, unchanged,
+	       !bad && child_ok == STORM_ROUNDS && zombie_zero == STORM_ROUNDS &&
+	       unchanged == STORM_ROUNDS);
+	bad |= rounds_ok != STORM_ROUNDS || child_ok != STORM_ROUNDS ||
+	       zombie_zero != STORM_ROUNDS || unchanged != STORM_ROUNDS;
 	return bad | check("storm", 0);
 }
 
@@ -991,6 +1276,7 @@ static int stress(void *arg)
 		pthread_join(tids[i], NULL);
 	bad |= check("joined", nthreads);
 	bad |= check_migrations_kept(running);
+	bad |= check_threads_joined();
 
 	read_numa_rss(pages, &before, &min);
 	munmap((void *)data, data_len);

@@ -71,7 +71,7 @@ def test_unprivileged_write_is_denied(guest: qemu_check.GuestRun) -> None:
     assert guest.sysctl["reset"] == "default"
 
 
-@pytest.mark.parametrize("name", ["numa_lb_migrations", "numa_maps"])
+@pytest.mark.parametrize("name", ["numa_lb_migrations", "numa_lb_threads", "numa_maps"])
 def test_migrations_file_is_checked_at_open_like_numa_maps(
     guest: qemu_check.GuestRun, name: str
 ) -> None:
@@ -195,3 +195,39 @@ def test_every_accounting_path_keeps_numa_rss_right(guest: qemu_check.GuestRun) 
     assert int(got["thp"]["huge_kb"]) > 0, got["thp"]
     if "-debug" in guest.kernel:
         assert int(got["ksm"]["pages_sharing"]) > 0, got["ksm"]
+
+
+def test_thread_counts_return_exactly_in_the_storm_and_the_forks(
+    guest: qemu_check.GuestRun,
+) -> None:
+    # /proc/<pid>/numa_lb_threads (patch 0013): four threads pinned one per
+    # node are counted exactly, by their real nodes, while they wait; once
+    # joined the counts are exactly what they were; each forked child does
+    # the same in its group, its zombie counts zero, the parent's counts are
+    # untouched by the fork
+    got = {s["check"]: s for s in guest.stress if s.get("tag") == "acct-0" and "check" in s}
+    storm, fork = got["threads_storm"], got["threads_fork"]
+    assert storm["ok"] == "1" and storm["ok_rounds"] == storm["rounds"] == "20", storm
+    prior = [int(f.split("=")[1]) for f in storm["prior"].split(",")]
+    during = [int(f.split("=")[1]) for f in storm["during"].split(",")]
+    assert sum(prior) == 1 and len(prior) == TOPO.sockets, storm
+    # one storm thread on each node, on top of the pinned main thread
+    assert [d - p for d, p in zip(during, prior, strict=True)] == [1] * TOPO.sockets, storm
+    assert fork["ok"] == "1", fork
+    for key in ("child_ok", "zombie_zero", "parent_unchanged"):
+        assert fork[key] == "20", fork
+
+
+def test_thread_counts_are_zero_at_exit_and_right_after_a_join(
+    guest: qemu_check.GuestRun,
+) -> None:
+    # every zombie a parent reads counts no thread; every stress program's
+    # counts after joining its workers are its one thread, on its node
+    # (and the kernel's teardown check, CONFIG_SCHED_DEBUG, stays silent:
+    # test_dmesg_is_clean)
+    assert qemu_check.thread_count_problems(guest) == []
+    zombies = guest.zombies()
+    assert zombies and all(z["threads_left"] == "0" for z in zombies)
+    joined = [s for s in guest.stress if s.get("check") == "threads_joined"]
+    assert len(joined) == 5 * len(POLICIES)
+    assert all(s["file"] == s["real"] for s in joined), joined

@@ -113,6 +113,40 @@ def test_problems_are_reported(run: qemu_check.GuestRun) -> None:
     assert any("topology" in b for b in qemu_check.problems(run, [], guest_topology(distance=20)))
 
 
+def test_thread_count_failures_are_reported(run: qemu_check.GuestRun) -> None:
+    # /proc/<pid>/numa_lb_threads (patch 0013): a zombie still counting a
+    # thread, a storm round whose counts did not return, a program whose
+    # counts after the join miss a thread, a missing check, the kernel's
+    # teardown warning, and the access rule
+    assert qemu_check.thread_count_problems(run) == []
+    text = FIXTURE.read_text()
+    broken = qemu_check.parse_console(
+        re.sub(r"(check=zombie .*)threads_left=0", r"\1threads_left=1", text, count=1)
+    )
+    assert any("still counts threads: 1" in b for b in qemu_check.thread_count_problems(broken))
+    broken = qemu_check.parse_console(
+        re.sub(r"(check=threads_storm .*)ok=1", r"\1ok=0", text, count=1)
+    )
+    assert qemu_check.accounting_problems(broken)[0].startswith(
+        "accounting check threads_storm failed"
+    )
+    broken = qemu_check.parse_console(
+        re.sub(r"(check=threads_joined .*)ok=1", r"\1ok=0", text, count=1)
+    )
+    assert any("after the join" in b for b in qemu_check.thread_count_problems(broken))
+    broken = qemu_check.parse_console(text.replace("check=threads_fork", "check=threads_other"))
+    assert "accounting check threads_fork not reported" in qemu_check.accounting_problems(broken)
+    broken = qemu_check.parse_console(
+        text.replace(
+            "ACCESS file=numa_lb_threads open=EACCES", "ACCESS file=numa_lb_threads open=opened"
+        )
+        + "\n[   9.000000] BUG: Bad numa_lb_threads state signal:0000 node:1 threads:1\n"
+    )
+    bad = "\n".join(qemu_check.problems(broken, list(POLICIES), guest_topology()))
+    assert "/proc/1/numa_lb_threads as nobody" in bad
+    assert "kernel splat" in bad and "Bad numa_lb_threads" in bad
+
+
 def test_programs_moving_more_than_the_policy_counted_is_reported() -> None:
     run = qemu_check.parse_console(FIXTURE.read_text())
     (z,) = [z for z in run.zombies("mb-") if z["tag"] == "mb-0"]
