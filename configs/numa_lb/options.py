@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .numa_factor import CalibrationTable
+from .numa_factor import CalibrationTable, InterSocket
 from .topology import Topology, TopologyError
 
 # Measured calibration tables, one per machine (configs/README.md, "Calibration"):
@@ -28,7 +28,7 @@ def add_topology_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--mem-per-node", default="512MiB")
     g.add_argument("--cpu-clock", default="2.8GHz")
     g.add_argument("--memory-type", default="DDR3_1600_8x8")
-    g.add_argument("--inter-socket", default="full", choices=["full", "ring"])
+    g.add_argument("--inter-socket", default="full", choices=[k.value for k in InterSocket])
     lat = g.add_mutually_exclusive_group()
     lat.add_argument("--numa-factor", type=float, help="target one-hop factor (default 1.6)")
     lat.add_argument("--link-latency", help="inter-socket link: cycles (integer) or time (20ns)")
@@ -118,4 +118,7 @@ def topology_or_exit(args: argparse.Namespace) -> Topology:
     try:
         return topology_from_args(args)
     except TopologyError as err:
-        sys.exit(f"invalid topology: {err}")
+        # print, then exit with a number: gem5's main casts a SystemExit code to
+        # int and aborts on a string (pybind11::cast_error), losing the message
+        print(f"invalid topology: {err}", file=sys.stderr, flush=True)
+        sys.exit(2)

@@ -90,6 +90,9 @@ def test_instantiate(sockets: int, cores: int, tmp_path: Path) -> None:
             str(cores),
             "--kernel",
             str(KERNEL),
+            # instantiation only: any link latency (no calibration table needed)
+            "--link-latency",
+            "40",
         ],
         capture_output=True,
         text=True,

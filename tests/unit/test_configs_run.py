@@ -233,6 +233,25 @@ def test_flags_build_the_topology() -> None:
     assert topo.calibration is None
 
 
+def test_the_run_scripts_accept_every_inter_socket_layout() -> None:
+    """g34 is a spec value (preset paper-8node): the gem5 scripts must take it too."""
+    topo = options.topology_from_args(
+        _args("--sockets", "8", "--cores-per-socket", "1", "--inter-socket", "g34",
+              "--link-latency", "40", "--calibration", "none")
+    )  # fmt: skip
+    assert topo.inter_socket == "g34" and max(max(r) for r in topo.slit()) > 16
+
+
+def test_a_bad_topology_ends_with_a_message_and_a_number(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """gem5's main aborts on a string SystemExit code and loses the message."""
+    with pytest.raises(SystemExit) as ei:
+        options.topology_or_exit(_args("--sockets", "9", "--calibration", "none"))
+    assert ei.value.code == 2
+    assert "invalid topology" in capsys.readouterr().err
+
+
 def test_bad_flags_name_the_parameter(tmp_path: Path) -> None:
     with pytest.raises(TopologyError, match="cores_per_socket"):
         options.topology_from_args(_args("--cores-per-socket", "17"))
