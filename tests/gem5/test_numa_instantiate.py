@@ -7,6 +7,7 @@ FS workload refuses to initialise without one, but nothing is executed.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -20,8 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "configs"))
 
 from numa_lb.acpi import build_blob  # noqa: E402
-from numa_lb.options import load_calibration  # noqa: E402
-from numa_lb.topology import Topology  # noqa: E402
+from numa_lb.options import add_topology_args, topology_from_args  # noqa: E402
 
 pytestmark = pytest.mark.gem5
 
@@ -78,31 +78,20 @@ def _objects(node: Any, type_name: str) -> list[dict[str, Any]]:
 @pytest.mark.parametrize(("sockets", "cores"), [(1, 1), (2, 2), (4, 4)])
 def test_instantiate(sockets: int, cores: int, tmp_path: Path) -> None:
     assert GEM5 is not None and KERNEL is not None
+    # instantiation only: any link latency (no calibration table needed)
+    flags = ["--sockets", str(sockets), "--cores-per-socket", str(cores), "--link-latency", "40"]
     run = subprocess.run(
-        [
-            str(GEM5),
-            "--outdir",
-            str(tmp_path),
-            str(REPO / "configs" / "numa_instantiate.py"),
-            "--sockets",
-            str(sockets),
-            "--cores-per-socket",
-            str(cores),
-            "--kernel",
-            str(KERNEL),
-            # instantiation only: any link latency (no calibration table needed)
-            "--link-latency",
-            "40",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+        [str(GEM5), "--outdir", str(tmp_path), str(REPO / "configs" / "numa_instantiate.py"),
+         *flags, "--kernel", str(KERNEL)],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     line = next(x for x in run.stdout.splitlines() if x.startswith("INSTANTIATED "))
     summary = json.loads(line.removeprefix("INSTANTIATED "))
-    # the script resolves the factor with the shipped calibration table, as here
-    topo = Topology(sockets=sockets, cores_per_socket=cores, calibration=load_calibration(None))
+    # the same flags through the same parser: the topology the script built
+    parser = argparse.ArgumentParser()
+    add_topology_args(parser)
+    topo = topology_from_args(parser.parse_args(flags))
     assert summary["ncpus"] == sockets * cores
     assert summary["directories"] == sockets
     assert summary["int_links"] == sockets * (sockets - 1)  # fully connected, both ways
