@@ -4,7 +4,7 @@
     kernel-patches/kbuild.py build [--variant V]                vmlinux + bzImage
     kernel-patches/kbuild.py kunit                              KUnit suites under UML
     kernel-patches/kbuild.py checkpatch                         checkpatch --strict
-    kernel-patches/kbuild.py bisect                             build after every patch
+    kernel-patches/kbuild.py bisect [--from N] [--to M]          build after every patch
     kernel-patches/kbuild.py path [--variant ...]               print the artifact dir
 
 Everything heavy lives under the cache root ($NUMA_LB_CACHE, default
@@ -508,15 +508,38 @@ def checkpatch(tarball: str | None) -> int:
     return 1 if failed else 0
 
 
-def bisect(variant: str, tarball: str | None) -> int:
-    """Build after each patch: every patch of the series must build on its own."""
+def bisect(variant: str, tarball: str | None, first: int = 1, last: int | None = None) -> int:
+    """Build after each patch: every patch of the series must build on its own.
+
+    The builds are incremental, one after the other in the variant's object
+    directory (the tree is checked out at pristine + patches 1..i for build
+    i).  @first and @last (1-based, inclusive) limit the patches built after;
+    the whole series is built at the end, as `build` would.  Returns 1 and
+    names the first patch whose tree does not build.
+    """
     if not VARIANTS[variant].patched:
         raise BuildError(f"variant {variant} applies no patch: nothing to bisect")
-    n = len(series())
-    for i in range(1, n + 1):
-        log(f"bisect build {i}/{n}: {series()[i - 1].name}")
-        build(variant, tarball, upto=i)
+    patches = series()
+    n = len(patches)
+    last = n if last is None else last
+    if not 1 <= first <= last <= n:
+        raise BuildError(f"bisect range {first}..{last} is not within 1..{n}")
+    t0 = time.monotonic()
+    for i in range(first, last + 1):
+        log(f"bisect build {i}/{n}: {patches[i - 1].name}")
+        t1 = time.monotonic()
+        try:
+            build(variant, tarball, upto=i)
+        except BuildError as e:
+            print(f"kbuild: error: {e}", file=sys.stderr)
+            log(f"bisect: FIRST FAILING PATCH {i}/{n}: {patches[i - 1].name}")
+            return 1
+        log(f"bisect build {i}/{n} ok in {time.monotonic() - t1:.0f} s")
     build(variant, tarball)
+    log(
+        f"bisect: patches {first}..{last} of {n} each build ({variant} config), "
+        f"{time.monotonic() - t0:.0f} s"
+    )
     return 0
 
 
@@ -527,6 +550,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("command", choices=["build", "kunit", "checkpatch", "bisect", "path"])
     ap.add_argument("--variant", default="release", choices=sorted(VARIANTS))
     ap.add_argument("--tarball", help="a kernel.org linux-6.1.x tarball instead of Debian's")
+    ap.add_argument(
+        "--from", dest="first", type=int, default=1, help="bisect: first patch (1-based)"
+    )
+    ap.add_argument("--to", dest="last", type=int, help="bisect: last patch (default: the last)")
     ap.add_argument("kunit_args", nargs="*", help="extra kunit.py arguments (after --)")
     args = ap.parse_args(argv)
     try:
@@ -545,7 +572,7 @@ def main(argv: list[str] | None = None) -> int:
             return kunit(args.tarball, args.kunit_args)
         if args.command == "checkpatch":
             return checkpatch(args.tarball)
-        return bisect(args.variant, args.tarball)
+        return bisect(args.variant, args.tarball, args.first, args.last)
     except BuildError as e:
         print(f"kbuild: error: {e}", file=sys.stderr)
         return 2

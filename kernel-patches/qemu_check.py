@@ -62,8 +62,8 @@ STAT_FIELDS = (
     "active_leader",
     "select_ns",
     "detach_ns",
-    "unfit",  # patch 0011: ranked, left for the imbalance
-    "pass_max_ns",  # patch 0012; a maximum, not a counter
+    "unfit",  # patch 0015: ranked, left for the imbalance
+    "pass_max_ns",  # patch 0016; a maximum, not a counter
 )
 # /proc/<pid>/numa_lb_migrations, in file order
 MIGRATION_KEYS = (
@@ -400,7 +400,7 @@ def migration_problems(run: GuestRun, policies: list[str]) -> list[str]:
 # guest/numa_lb_stress.c accounting: kMLB against the pages' real nodes
 ACCOUNTING_CHECKS = (
     "move_pages", "migrate_pages", "cow", "cow_parent", "storm", "thp", "ksm", "acct_munmap",
-    "threads_storm", "threads_fork",  # /proc/<pid>/numa_lb_threads (patch 0013)
+    "threads_storm", "threads_fork",  # /proc/<pid>/numa_lb_threads (patch 0017)
 )  # fmt: skip
 
 
@@ -417,7 +417,7 @@ def accounting_problems(run: GuestRun) -> list[str]:
 
 
 def thread_count_problems(run: GuestRun) -> list[str]:
-    """/proc/<pid>/numa_lb_threads (patch 0013): every zombie counts no
+    """/proc/<pid>/numa_lb_threads (patch 0017): every zombie counts no
     thread, and every stress program's counts after its workers were joined
     are its one thread, on the node it is on.  (The storm and fork checks
     are accounting checks.)"""

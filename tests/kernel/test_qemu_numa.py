@@ -200,7 +200,7 @@ def test_every_accounting_path_keeps_numa_rss_right(guest: qemu_check.GuestRun) 
 def test_thread_counts_return_exactly_in_the_storm_and_the_forks(
     guest: qemu_check.GuestRun,
 ) -> None:
-    # /proc/<pid>/numa_lb_threads (patch 0013): four threads pinned one per
+    # /proc/<pid>/numa_lb_threads (patch 0017): four threads pinned one per
     # node are counted exactly, by their real nodes, while they wait; once
     # joined the counts are exactly what they were; each forked child does
     # the same in its group, its zombie counts zero, the parent's counts are

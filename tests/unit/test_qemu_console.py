@@ -74,7 +74,7 @@ def test_every_accounting_path_is_checked(run: qemu_check.GuestRun) -> None:
 
 
 def test_selection_policies_count_every_visit(run: qemu_check.GuestRun) -> None:
-    # patch 0011: a ranked policy's visits are turned down or classified,
+    # patch 0015: a ranked policy's visits are turned down or classified,
     # and a classified task left for the imbalance is counted as unfit
     for p in POLICIES:
         d = run.delta(p)
@@ -114,7 +114,7 @@ def test_problems_are_reported(run: qemu_check.GuestRun) -> None:
 
 
 def test_thread_count_failures_are_reported(run: qemu_check.GuestRun) -> None:
-    # /proc/<pid>/numa_lb_threads (patch 0013): a zombie still counting a
+    # /proc/<pid>/numa_lb_threads (patch 0017): a zombie still counting a
     # thread, a storm round whose counts did not return, a program whose
     # counts after the join miss a thread, a missing check, the kernel's
     # teardown warning, and the access rule
