@@ -157,6 +157,11 @@ def test_a_run_not_timed_on_a_fine_clock_fails(tmp_path: Path) -> None:
     assert not ok and "coarser than 1 us" in err
     tsc = dict(here, clocksource="tsc")
     assert guest_verdict(_with_clock(tmp_path, qemu, tsc), "gem5")[0]
+    # a gem5 guest restored at ~0.8 s of uptime is still on tsc-early (the first
+    # 4x2 calibration run, 2026-11-24: "clocksource": "tsc-early", 1 ns resolution)
+    early = {"clock": "CLOCK_MONOTONIC", "clocksource": "tsc-early",
+             "resolution_s": 1e-09, "step_s": 1.6210000000072e-06}  # fmt: skip
+    assert guest_verdict(_with_clock(tmp_path, qemu, early), "gem5")[0]
     # a guest that recorded nothing (the mix runner before this check)
     ok, err, _ = guest_verdict(_with_clock(tmp_path, qemu, None), "gem5")
     assert not ok and "no clocksource" in err
