@@ -107,7 +107,7 @@ import pandas as pd
 from .gem5stats import CORE_STATS, core_counters, nonfinite, remote_requests
 from .guest import GuestResults
 
-# /proc/<pid>/numa_lb_migrations keys -> metric names (kernel patch 0009)
+# /proc/<pid>/numa_lb_migrations keys -> metric names (kernel patch 0013)
 KERNEL_MIGRATION_METRICS = {
     "migrations_xnode": "cross_node_migrations",
     "balance": "migrations_balance",
@@ -327,7 +327,7 @@ def lb_counters(lb: dict[str, Any]) -> dict[str, float]:
             for name, v in zip(header, row, strict=False):
                 if (f := _f(v)) is not None and not name.endswith("_max_ns"):
                     out[name] = out.get(name, 0.0) + f
-        # a maximum (pass_max_ns, patch 0012) is no counter: the largest value
+        # a maximum (pass_max_ns, patch 0016) is no counter: the largest value
         # in force at the end, over the policies' rows (since boot)
         after = lb.get("after")
         for row in after.values() if isinstance(after, dict) else []:
