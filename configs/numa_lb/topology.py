@@ -385,7 +385,13 @@ class Topology:
 
         def factor_of(cycles: int) -> float:
             if cal:
-                return cal.factor(cycles)
+                try:
+                    return cal.factor(cycles)
+                except ValueError:
+                    # a link latency given outside the table (the calibration's own
+                    # runs, say): the first-order model predicts; never refused
+                    if source != "given":
+                        raise
             return numa_factor.model_factor(cycles, self.local_latency_cycles)
 
         if self.link_latency_cycles is not None:

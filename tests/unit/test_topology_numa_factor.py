@@ -149,3 +149,21 @@ def test_g34_layout_is_the_published_four_package_slit() -> None:
     assert t.slit() == [list(r) for r in nf.G34_4P_SLIT]
     with pytest.raises(TopologyError, match="sockets must be 8, got 4"):
         Topology(sockets=4, cores_per_socket=2, inter_socket="g34")
+
+
+def test_a_given_link_latency_outside_the_table_is_predicted_not_refused(tmp_path) -> None:
+    """The calibration's own runs give link latencies the table may not cover yet
+    (the partial 4x2 table of 2026-11-24: 60 -> 1.6067, 150 -> 2.5332)."""
+    csv = Path(tmp_path) / "t.csv"
+    csv.write_text(
+        "# conditions: cores_per_socket=2 cpu_clock_hz=2800000000 inter_socket=full "
+        "link_bandwidth_factor=46 memory_type=DDR3_1600_8x8 probe_filter=1 sockets=4\n"
+        "link_latency_cycles,measured_numa_factor\n60,1.6067\n150,2.5332\n"
+    )
+    cal = CalibrationTable.from_csv(csv)
+    inside = Topology(sockets=4, cores_per_socket=2, link_latency_cycles=60, calibration=cal)
+    assert inside.link_latency().predicted_numa_factor == 1.6067
+    outside = Topology(sockets=4, cores_per_socket=2, link_latency_cycles=10, calibration=cal)
+    assert 1.0 < outside.link_latency().predicted_numa_factor < 1.6067  # the model's guess
+    with pytest.raises(ValueError, match="outside the calibrated range"):
+        Topology(sockets=4, cores_per_socket=2, numa_factor=1.2, calibration=cal).link_latency()
