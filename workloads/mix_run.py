@@ -435,12 +435,9 @@ def run_programs(
             if deadline is not None and time.monotonic() >= deadline and not timed_out:
                 timed_out = True
                 errors.append(f"timeout after {job['timeout_s']} s: killing {len(procs)}")
-                for pid, st in procs.items():
+                for st in procs.values():
                     results[st["index"]]["timed_out"] = True
-                    try:
-                        os.killpg(pid, signal.SIGKILL)
-                    except OSError:
-                        pass
+                signal_groups(procs, signal.SIGKILL)
             wait = max(0.0, next_sample - time.monotonic())
             if deadline is not None and not timed_out:
                 wait = min(wait, max(0.0, deadline - time.monotonic()))
@@ -477,17 +474,23 @@ def run_programs(
 BACKGROUND_GRACE_S = 5.0  # SIGTERM, then SIGKILL after this
 
 
+def signal_groups(procs: Dict[int, Dict[str, Any]], sig: int) -> None:
+    """Send ``sig`` to every program's process group (one that is gone is skipped)."""
+    for pid in procs:
+        try:
+            os.killpg(pid, sig)
+        except OSError:
+            pass
+
+
 def stop_background(procs: Dict[int, Dict[str, Any]], results: Dict[int, Dict], t0: float) -> None:
     """End the background programs left once the others have ended (after the ROI):
     SIGTERM to each group, SIGKILL after BACKGROUND_GRACE_S, then reap them."""
     if not procs:
         return
-    for pid, st in procs.items():
+    for st in procs.values():
         results[st["index"]]["stopped_by_runner"] = True
-        try:
-            os.killpg(pid, signal.SIGTERM)
-        except OSError:
-            pass
+    signal_groups(procs, signal.SIGTERM)
     deadline = time.monotonic() + BACKGROUND_GRACE_S
     killed = False
     while procs:
@@ -496,11 +499,7 @@ def stop_background(procs: Dict[int, Dict[str, Any]], results: Dict[int, Dict], 
             break
         if time.monotonic() >= deadline and not killed:
             killed = True
-            for pid in procs:
-                try:
-                    os.killpg(pid, signal.SIGKILL)
-                except OSError:
-                    pass
+            signal_groups(procs, signal.SIGKILL)
         time.sleep(0.01)
 
 
