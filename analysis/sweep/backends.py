@@ -427,6 +427,8 @@ def run_gem5(rec: dict[str, Any], run_dir: Path, timeout_s: float) -> Outcome:
             host_times["checkpoint_wait_s"] = round(time.time() - t0, 3)  # built or waited
             host_times["checkpoint"] = checkpoint_cost(cdir)
             ckpt = cdir / "cpt"
+            # now, not only at the end: the worker's time limit starts after the wait
+            (run_dir / "logs" / HOST_TIMES_NAME).write_text(json.dumps(host_times) + "\n")
         cmd = gem5_command(rec, run_dir, checkpoint=ckpt)
         (run_dir / "logs" / "gem5.cmd.json").write_text(json.dumps(cmd) + "\n")
         t0 = time.time()

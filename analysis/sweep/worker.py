@@ -28,7 +28,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from .backends import RUNNERS, Outcome
+from .backends import HOST_TIMES_NAME, RUNNERS, Outcome
 from .cost import record_run
 from .rundir import FINAL, RunDir, State, host_info, now_iso
 
@@ -128,6 +128,19 @@ def guest_verdict(
     if backend is not None and (why := clock_problem(start, backend)) is not None:
         return False, why, summary
     return True, None, summary
+
+
+def checkpoint_wait_s(rd: RunDir) -> float | None:
+    """Host seconds the gem5 backend spent building or waiting for the boot
+    checkpoint, once that is over (the backend writes it before starting gem5);
+    None before then and for runs without one. A run's time limit counts its
+    own gem5 process, not a boot shared with other runs (bounded by the same
+    limit on its own), so a sweep's first runs are not killed for the boot."""
+    try:
+        v = json.loads((rd.logs / HOST_TIMES_NAME).read_text()).get("checkpoint_wait_s")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return float(v) if isinstance(v, (int, float)) and v >= 0 else None
 
 
 def _child(backend: str, rec: dict[str, Any], run_dir: str, timeout_s: float) -> None:
@@ -267,16 +280,20 @@ def _run_locked(rd: RunDir, executor: str) -> int:
     timeout_s = float(res["time_limit_s"])
     outcome_file = rd.logs / "outcome.json"
     outcome_file.unlink(missing_ok=True)
+    (rd.logs / HOST_TIMES_NAME).unlink(missing_ok=True)  # an earlier attempt's wait
     proc = mp.get_context("fork").Process(
         target=_child, args=(backend, rec, str(rd.path), timeout_s), daemon=False
     )
     proc.start()
     rd.update(backend_pgid=proc.pid)
     deadline = time.monotonic() + timeout_s + GRACE_S
+    waited: float | None = None  # the gem5 boot checkpoint wait, once it is over
     verdict: State | None = None
     error: str | None = None
     try:
         while proc.is_alive():
+            if waited is None and (waited := checkpoint_wait_s(rd)) is not None:
+                deadline += min(waited, timeout_s)  # the limit is the run's own time
             if stop:
                 log(f"signal {signal.Signals(stop[0]).name}: killing the backend")
                 _kill_group(proc, log)

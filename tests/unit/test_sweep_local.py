@@ -6,7 +6,8 @@ directory, wired in through the worker's NUMA_LB_TEST_RUNNER hook; kernel and
 image are replaced by fixed ids. Everything else (spec, run ids, run
 directories, worker processes, signals, status.json) is the production path.
 The same paths with real QEMU runs are in tests/sweep/.
-FAKE_MODE=crash|hang makes the excl runs crash or hang; FAKE_MODE=siblings
+FAKE_MODE=crash|hang makes the excl runs crash or hang, checkpoint-wait makes
+them wait 2.5 s for a "boot checkpoint" and then run 2.5 s; FAKE_MODE=siblings
 records how many run directories exist while each run runs.
 """
 
@@ -47,6 +48,10 @@ def host_runner(rec: dict[str, Any], run_dir: Path, timeout_s: float) -> Outcome
             return Outcome(exit_code=139, error="backend exited with 139")
         if mode == "hang":
             time.sleep(3600)
+        if mode == "checkpoint-wait":  # as run_gem5: a boot wait, published, then the run
+            time.sleep(2.5)
+            (Path(run_dir) / "logs" / bk.HOST_TIMES_NAME).write_text('{"checkpoint_wait_s": 2.5}')
+            time.sleep(2.5)
     sysroot = Path(run_dir) / "scratch-sys"
     (sysroot / "kernel").mkdir(parents=True, exist_ok=True)
     (sysroot / "kernel" / "numa_balancing").write_text("0\n")
@@ -179,6 +184,18 @@ def test_timeout_is_recorded(
     st = [json.loads(p.read_text()) for p in (out / "runs").glob("*/status.json")]
     to = next(s for s in st if s["state"] == "timeout")
     assert "time limit" in to["error"] and "log_tail" in to
+
+
+def test_the_time_limit_does_not_count_the_boot_checkpoint_wait(
+    tmp_path: Path, host_backend: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # limit 3 s + 1 s grace: the excl run's 2.5 s wait + 2.5 s run would be
+    # killed at 4 s if the wait counted; its own 2.5 s are within the limit
+    monkeypatch.setenv("FAKE_MODE", "checkpoint-wait")
+    out = tmp_path / "s"
+    code, text = run(out, 'resources.time_limit="3s"')
+    assert code == 0, text
+    assert sorted(states(out).values()) == ["done", "done"]
 
 
 def test_ctrl_c_keeps_finished_runs_and_resumes(
