@@ -35,26 +35,50 @@ def _values(mx: pd.DataFrame, metric: str) -> pd.DataFrame:
     return mx[mx["metric"] == metric]
 
 
+def _link_cycles(v: object) -> float:
+    """A link latency axis value ("60", 60, "20ns") as a sort key: cycles, or nan."""
+    try:
+        return float(str(v))
+    except ValueError:
+        return math.nan
+
+
+def machine_label(numa_factor: float, link_latency: object) -> str:
+    """How a control row names its machine: the requested factor, else the link."""
+    if not math.isnan(numa_factor):
+        return f"f={numa_factor:g}"
+    return f"link {link_latency}" if link_latency not in (None, "") else "?"
+
+
 def positive_control(mx: pd.DataFrame) -> pd.DataFrame | None:
-    """Per NUMA factor: mean elapsed pinned direct and crossed, their ratio, and
-    the gem5 remote-access ratio of each. None without both pinnings."""
+    """Per machine (requested NUMA factor, or inter-socket link latency for
+    points given by latency): mean elapsed pinned direct and crossed, their
+    ratio, and the gem5 remote-access ratio of each. None without both pinnings."""
     if "pinning" not in mx.columns:
         return None
     pins = set(mx["pinning"].dropna().astype(str))
     if not {"direct", "crossed"} <= pins:
         return None
+    mx = mx.copy()
+    if "link_latency" not in mx.columns:
+        mx["link_latency"] = ""
+    mx["link_latency"] = mx["link_latency"].fillna("").astype(str)
     rows = []
-    for f, g in mx.groupby("numa_factor", dropna=False, observed=True):
-        row: dict[str, float] = {"numa_factor": float(f)}
+    keys = ["numa_factor", "link_latency"]
+    for (f, ll), g in mx.groupby(keys, dropna=False, observed=True):
+        row: dict[str, object] = {"numa_factor": float(f), "link_latency": ll}
+        row["machine"] = machine_label(float(f), ll)
         for pin in ("direct", "crossed"):
             gp = g[g["pinning"].astype(str) == pin]
             for metric, col in (("elapsed_s", "elapsed"), ("remote_ratio", "remote_ratio")):
                 v = gp[gp["metric"] == metric]["value"]
                 row[f"{col}_{pin}"] = float(v.mean()) if len(v) else math.nan
         d, c = row["elapsed_direct"], row["elapsed_crossed"]
-        row["crossed_over_direct"] = c / d if d and d > 0 else math.nan
+        row["crossed_over_direct"] = c / d if d and d > 0 else math.nan  # type: ignore[operator]
         rows.append(row)
-    return pd.DataFrame(rows).sort_values("numa_factor").reset_index(drop=True)
+    out = pd.DataFrame(rows)
+    out["_link"] = out["link_latency"].map(_link_cycles)
+    return out.sort_values(["numa_factor", "_link"]).drop(columns="_link").reset_index(drop=True)
 
 
 def control_grows(ctl: pd.DataFrame) -> bool:
@@ -131,9 +155,7 @@ def conclusion(
     policies differ from the baseline beyond their intervals at which f."""
     out = []
     if ctl is not None and len(ctl):
-        rs = ", ".join(
-            f"f={r.numa_factor:g}: x{r.crossed_over_direct:.3f}" for r in ctl.itertuples()
-        )
+        rs = ", ".join(f"{r.machine}: x{r.crossed_over_direct:.3f}" for r in ctl.itertuples())
         grows = "grows" if control_grows(ctl) else "does NOT grow"
         out.append(
             f"Positive control: crossed/direct elapsed {rs}; the NUMA effect {grows} with f."

@@ -329,9 +329,9 @@ def finding_section(mx: pd.DataFrame, note: str) -> Section | None:
     if ctl is not None:
         s.items.append(
             Table(
-                ["f", "elapsed direct", "elapsed crossed", "crossed / direct",
+                ["machine", "elapsed direct", "elapsed crossed", "crossed / direct",
                  "remote ratio direct", "remote ratio crossed"],
-                [[f"{r.numa_factor:g}", _fmt(r.elapsed_direct), _fmt(r.elapsed_crossed),
+                [[r.machine, _fmt(r.elapsed_direct), _fmt(r.elapsed_crossed),
                   _fmt(r.crossed_over_direct), _fmt(r.remote_ratio_direct),
                   _fmt(r.remote_ratio_crossed)] for r in ctl.itertuples()],
                 "Positive control: one program pinned on its data's node (direct) or one hop "

@@ -35,6 +35,25 @@ def test_positive_control_ratio_and_growth() -> None:
     assert finding.positive_control(pd.DataFrame(rows[:1])) is None
 
 
+def test_positive_control_by_link_latency_orders_links_numerically() -> None:
+    # points given by link latency (no requested factor): one row per link, in
+    # cycles order (150 after 60, not before as strings would sort)
+    rows = []
+    for ll, crossed in (("150", 1.30), ("10", 1.02), ("60", 1.10)):
+        rows.append(row("stock", float("nan"), 0, "elapsed_s", 1.0, pinning="direct",
+                        link_latency=ll))  # fmt: skip
+        rows.append(row("stock", float("nan"), 0, "elapsed_s", crossed, pinning="crossed",
+                        link_latency=ll))  # fmt: skip
+    ctl = finding.positive_control(pd.DataFrame(rows))
+    assert ctl is not None
+    assert ctl["machine"].tolist() == ["link 10", "link 60", "link 150"]
+    assert ctl["crossed_over_direct"].round(3).tolist() == [1.02, 1.10, 1.30]
+    assert finding.control_grows(ctl)
+    text = " ".join(finding.conclusion(finding.improvement_by_factor(pd.DataFrame(rows)),
+                                       None, ctl))  # fmt: skip
+    assert "link 60: x1.100" in text and "grows with f" in text
+
+
 def gate_frame(balance: float, taken: float, skipped: float) -> pd.DataFrame:
     rows = []
     for rep in range(2):
