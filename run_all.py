@@ -6,6 +6,7 @@
     ./run_all.py run --preset paper --dry-run --executor slurm   # print the sbatch script
     ./run_all.py status results/quick
     ./run_all.py report results/quick [more dirs...] [--out DIR]
+    ./run_all.py report --frames findings/NAME/frames    # again, from a kept frame alone
     ./run_all.py bench [--runs 10000] [--from RUN_DIR]
     ./run_all.py calibrate results/calibration [--check]   # NUMA-factor table (gem5)
     ./run_all.py bench-machine [--cores 1,2,4]   # gem5 boot s and ROI speed vs one socket
@@ -183,7 +184,12 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("out", type=Path)
 
     rep = sub.add_parser("report", help="frames (parquet) + report.html + report.md from run dirs")
-    rep.add_argument("dirs", nargs="+", type=Path, help="sweep output dirs or run dirs")
+    rep.add_argument("dirs", nargs="*", type=Path, help="sweep output dirs or run dirs")
+    rep.add_argument(
+        "--frames",
+        type=Path,
+        help="instead of run dirs: a frames dir (metrics/runs/errors.parquet) to report from",
+    )
     rep.add_argument("--out", type=Path, help="where to write (default: the first dir)")
     rep.add_argument("--title", default=None)
 
@@ -252,8 +258,21 @@ def main(argv: list[str] | None = None) -> int:
         print(status_table(a.out))
         return 0
     if a.command == "report":
-        from analysis.results.report import write_report
+        from analysis.results.frames import FramesError
+        from analysis.results.report import write_report, write_report_from_frames
 
+        if (a.frames is None) == (not a.dirs):
+            print("error: report: give run/sweep dirs or --frames DIR", file=sys.stderr)
+            return EXIT_USAGE
+        if a.frames is not None:
+            try:
+                paths = write_report_from_frames(a.frames, a.out or a.frames.parent, a.title)
+            except FramesError as e:
+                print(f"error: report: {e}", file=sys.stderr)
+                return EXIT_USAGE
+            for k in ("html", "md"):
+                print(f"{k}: {paths[k]}")
+            return 0
         problem = _no_runs(a.dirs)
         if problem:
             print(f"error: report: {problem}", file=sys.stderr)

@@ -77,6 +77,25 @@ class Frames:
         return paths
 
 
+class FramesError(ValueError):
+    """A frames directory that cannot be read back (missing or corrupt parquet)."""
+
+
+def read_frames(d: Path) -> Frames:
+    """The frames Frames.write left in ``d``; FramesError naming the file otherwise."""
+    got = {}
+    for name in ("metrics", "runs", "errors"):
+        p = Path(d) / f"{name}.parquet"
+        if not p.is_file():
+            raise FramesError(f"{p}: no such file (a frames directory holds metrics, runs "
+                              "and errors .parquet)")  # fmt: skip
+        try:
+            got[name] = pd.read_parquet(p)
+        except Exception as e:  # pyarrow raises its own types for a corrupt file
+            raise FramesError(f"{p}: not a readable parquet file ({e})") from e
+    return Frames(**got)
+
+
 def find_runs(dirs: Iterable[Path]) -> list[Path]:
     """Run directories under the given paths (a run dir, a sweep dir, or any parent)."""
     found: list[Path] = []

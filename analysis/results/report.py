@@ -36,7 +36,7 @@ import pandas as pd
 from ..sweep.backends import CAVEATS
 from . import finding, plots, run_cost
 from .daemons import daemon_section
-from .frames import Frames, build_frames
+from .frames import Frames, build_frames, read_frames
 from .metrics import CONFIG_COLS, METRICS, summarize
 
 PAPER = {"excl": 10.7, "mbplus": 11.1}
@@ -194,7 +194,7 @@ def build(fr: Frames, title: str, inputs: list[Path]) -> list[Section]:
     head = Section(title)
     head.paras.append(
         f"Generated {time.strftime('%Y-%m-%d %H:%M:%S %Z')} from "
-        f"{len(runs)} run directories under: {', '.join(str(p) for p in inputs)}."
+        f"{len(runs)} runs: {', '.join(str(p) for p in inputs)}."
     )
     head.paras.append(f"Backend(s): {', '.join(backends) or 'none'}.")
     head.paras.append("Fig. N views and the paper's figures refer to " + PAPER_REF + ".")
@@ -869,6 +869,23 @@ def write_report(
     fr = build_frames(dirs, run_ids=run_ids)
     fpaths = fr.write(out / "frames")
     secs = build(fr, title or "numa-lb-study report", [Path(d) for d in dirs])
+    return {**_write_sections(secs, out), "frame": fpaths["metrics"],
+            **{f"frame_{k}": v for k, v in fpaths.items()}}  # fmt: skip
+
+
+def write_report_from_frames(frames: Path, out: Path, title: str | None = None) -> dict[str, Path]:
+    """The report again from a frames directory alone (metrics/runs/errors
+    parquet, as write_report leaves them): a finding kept in the repository
+    regenerates without its run directories. FramesError if one is missing or
+    unreadable."""
+    fr = read_frames(Path(frames))
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    secs = build(fr, title or "numa-lb-study report", [Path(frames)])
+    return {**_write_sections(secs, out), "frame": Path(frames) / "metrics.parquet"}
+
+
+def _write_sections(secs: list[Section], out: Path) -> dict[str, Path]:
     img = out / "report_files"
     img.mkdir(exist_ok=True)
     for sec in secs:
@@ -877,9 +894,4 @@ def write_report(
                 (img / f"{it.name}.png").write_bytes(it.png)
     (out / "report.html").write_text(to_html(secs))
     (out / "report.md").write_text(to_markdown(secs, "report_files"))
-    return {
-        "html": out / "report.html",
-        "md": out / "report.md",
-        "frame": fpaths["metrics"],
-        **{f"frame_{k}": v for k, v in fpaths.items()},
-    }
+    return {"html": out / "report.html", "md": out / "report.md"}

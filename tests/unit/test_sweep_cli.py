@@ -99,6 +99,45 @@ def test_report_still_works_on_real_runs(
     assert (tree / "report.md").exists()
 
 
+def test_report_regenerates_from_its_frames_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a finding keeps frames + report, not run dirs: the same report from the frames
+    tree = tmp_path / "t"
+    shutil.copytree(FIX / "sweep-quick", tree)
+    assert run_all.main(["report", str(tree)]) == 0
+    kept = tmp_path / "finding"
+    shutil.copytree(tree / "frames", kept / "frames")
+    shutil.rmtree(tree)
+    assert run_all.main(["report", "--frames", str(kept / "frames")]) == 0
+    capsys.readouterr()
+    again = (kept / "report.md").read_text()
+    assert "Improvement" in again or "improvement" in again
+    # the same sections and tables as the report from the run directories
+    def body(md: str) -> list[str]:
+        return [x for x in md.splitlines() if not x.startswith("Generated ")]
+
+    shutil.copytree(FIX / "sweep-quick", tree)
+    assert run_all.main(["report", str(tree)]) == 0
+    assert body(again) == body((tree / "report.md").read_text())
+
+
+def test_report_from_frames_refuses_a_missing_or_corrupt_frame(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fr = tmp_path / "frames"
+    fr.mkdir()
+    assert run_all.main(["report", "--frames", str(fr)]) == 2
+    assert "metrics.parquet: no such file" in capsys.readouterr().err
+    for name in ("metrics", "runs", "errors"):
+        (fr / f"{name}.parquet").write_bytes(b"PAR1 truncated")
+    assert run_all.main(["report", "--frames", str(fr)]) == 2
+    assert "not a readable parquet file" in capsys.readouterr().err
+    assert not (tmp_path / "report.md").exists()
+    assert run_all.main(["report"]) == 2  # neither dirs nor --frames
+    assert run_all.main(["report", str(tmp_path), "--frames", str(fr)]) == 2  # both
+
+
 def test_status_on_a_missing_or_foreign_directory_exits_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
