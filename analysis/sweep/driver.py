@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -421,9 +422,25 @@ def write_manifest(
         "kernels": art.kernels,
         "info": art.info,
         "runs": run_ids,
+        "git": git_state(),
         "written_at": now_iso(),
     }
     write_json_atomic(out / "sweep.json", manifest)
+
+
+def git_state() -> dict[str, Any] | None:
+    """The project commit the sweep ran from and whether its tree had local
+    changes (a finding quotes it); None outside a git checkout."""
+    root = Path(__file__).resolve().parents[2]
+    git = ["git", "-C", str(root)]
+    try:
+        head = subprocess.run([*git, "rev-parse", "HEAD"],
+                              capture_output=True, text=True, timeout=30, check=True)  # fmt: skip
+        dirty = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=30, check=True)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {"commit": head.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
 
 
 def load_provenance(d: dict[str, Any]) -> Provenance:

@@ -1,0 +1,123 @@
+"""Keep a finding in the repository: a sweep's tidy frames, its report, and
+where they came from (issue 15 item 5).
+
+    python3 -m analysis.results.keep SWEEP_DIR findings/NAME --command "./run_all.py ..."
+
+writes ``findings/NAME/frames/{metrics,runs,errors}.parquet``, ``report.md``
+(with ``report_files/``) and ``PROVENANCE.md``: the command, the project commit
+the sweep ran from (sweep.json ``git``; older sweeps lack it and the file says
+so), gem5 version and binary hash, kernel builds, image, configs hash, the
+hosts and dates of the runs. Run directories, gem5 outputs and checkpoints stay
+in the cache; the report regenerates from the frames alone:
+
+    ./run_all.py report --frames findings/NAME/frames --out findings/NAME
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .report import write_report, write_report_from_frames
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _head() -> str:
+    try:
+        r = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"],
+                           capture_output=True, text=True, timeout=30, check=True)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return r.stdout.strip()
+
+
+def provenance_md(manifest: dict[str, Any], runs: pd.DataFrame, command: str) -> str:
+    prov = manifest.get("provenance") or {}
+    git = manifest.get("git")
+    if git:
+        made = f"`{git['commit']}`" + (" (with local changes)" if git.get("dirty") else "")
+    else:
+        made = ("not recorded (sweep started before sweep.json recorded it); "
+                f"kept at `{_head()}`")  # fmt: skip
+    built = (manifest.get("kernels") or {}).items()
+    kernels = ", ".join(f"{v}: `{k['build_id']}`" for v, k in built)
+    kernels = kernels or f"`{prov.get('kernel_build_id', '?')}`"
+    states = runs["state"].value_counts().to_dict() if "state" in runs else {}
+    hosts = sorted(set(runs["host"].dropna().astype(str))) if "host" in runs else []
+    lines = [
+        "# Provenance",
+        "",
+        "Command:",
+        "",
+        "```sh",
+        command,
+        "```",
+        "",
+        f"- sweep: `{manifest.get('sweep')}` ({manifest.get('source')}): "
+        f"{manifest.get('description', '')}",
+        f"- project commit of the sweep: {made}",
+        f"- backend: {manifest.get('backend')}; {prov.get('tool_version', '?')} "
+        f"(binary sha256 `{prov.get('gem5_sha256', '-')}`)",
+        f"- kernels: {kernels or '-'}; image `{prov.get('image_id', '?')}`; "
+        f"configs tree `{(prov.get('code_revision') or {}).get('configs', '-')}`",
+        f"- runs: {len(runs)} ({', '.join(f'{k} {v}' for k, v in sorted(states.items()))}) "
+        f"on {', '.join(hosts) or '?'}; sweep manifest written {manifest.get('written_at')}",
+        f"- caveat: {manifest.get('caveat', '')}",
+        "",
+        "Regenerate the report from the frames alone:",
+        "",
+        "```sh",
+        "./run_all.py report --frames findings/<this dir>/frames --out findings/<this dir>",
+        "```",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def keep(sweep: Path, dest: Path, command: str) -> Path:
+    manifest_p = sweep / "sweep.json"
+    if not manifest_p.is_file():
+        raise ValueError(f"{sweep}: no sweep.json (not a sweep output directory)")
+    manifest = json.loads(manifest_p.read_text())
+    if not isinstance(manifest, dict):
+        raise ValueError(f"{manifest_p}: not a JSON object")
+    dest.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = write_report([sweep], Path(tmp))
+        if (dest / "frames").exists():
+            shutil.rmtree(dest / "frames")
+        shutil.copytree(Path(tmp) / "frames", dest / "frames")
+        runs = pd.read_parquet(paths["frame_runs"])
+    # the kept report is the one the frames alone give, so it regenerates exactly
+    write_report_from_frames(dest / "frames", dest)
+    (dest / "report.html").unlink(missing_ok=True)  # Markdown only in git
+    (dest / "PROVENANCE.md").write_text(provenance_md(manifest, runs, command))
+    return dest
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("sweep", type=Path)
+    ap.add_argument("dest", type=Path)
+    ap.add_argument("--command", required=True, help="the command that made the sweep")
+    a = ap.parse_args(argv)
+    try:
+        d = keep(a.sweep, a.dest, a.command)
+    except (OSError, ValueError) as e:
+        print(f"keep: {e}", file=sys.stderr)
+        return 2
+    print(f"kept: {d}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
