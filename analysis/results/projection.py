@@ -1,0 +1,167 @@
+"""What a preset would cost on gem5, projected from measured runs (issue 15 item 6).
+
+    python3 -m analysis.results.projection MEASURED_DIR [...] --preset paper \\
+        [--preset sensitivity] [--roi-instructions MIX=N ...] [--nodes 100] \\
+        [--slots-per-node 32]
+
+Measured, from the done gem5 runs under MEASURED_DIR (their tidy frames):
+
+* ``boot_s`` per simulated CPU: each boot checkpoint's host seconds divided by
+  its CPUs (sockets x cores), median. A target shape's boot = that x its CPUs
+  (assumption: the atomic boot's host time grows with the CPUs it brings up);
+* ``outside_s``: restore, job start, warm-up and hand back (gem5 process time
+  minus ROI host time), median; taken as independent of the shape;
+* ``ips``: ROI committed instructions per host second, median; taken as
+  independent of the shape (gem5 runs one event queue: its instruction rate
+  is a property of the host and the memory system, not of the core count);
+* ROI instructions of a mix: ``--roi-instructions MIX=N`` or, for a mix that
+  the measured runs ran at the same thread count, their median. Otherwise the
+  run is "unknown" and the totals say how many runs that leaves out.
+
+Target: the preset's runs (the spec expansion the driver would run) and its
+boot checkpoints (one per boot kernel x topology x SLIT). Host-hours = boots +
+sum of runs. Wall time on N nodes of S run slots each: the boots in parallel,
+then the runs in waves of N x S, the longest run per wave (a lower bound:
+queueing, staging and stragglers come on top).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from ..sweep.matrix import iter_points, resources_for
+from ..sweep.spec import SpecError, load_spec
+from .frames import build_frames
+
+
+@dataclass(frozen=True)
+class Measured:
+    boot_s_per_cpu: float
+    outside_s: float
+    ips: float
+    roi_instructions: dict[tuple[str, int], float]  # (mix, threads) -> median
+    runs: int
+
+
+def measure(dirs: list[Path]) -> Measured:
+    fr = build_frames(dirs)
+    runs = fr.runs
+    done = runs[(runs["state"] == "done") & (runs["backend"] == "gem5")]
+    if done.empty:
+        raise ValueError("no done gem5 run under " + ", ".join(map(str, dirs)))
+    mx = fr.metrics
+    mx = mx[(mx["entity_type"] == "mix") & mx["run_id"].isin(done["run_id"])]
+
+    def per_run(metric: str) -> pd.Series:
+        return mx[mx["metric"] == metric].groupby("run_id", observed=True)["value"].sum()
+
+    ck = done.dropna(subset=["checkpoint_key", "checkpoint_host_s"])
+    ck = ck.drop_duplicates("checkpoint_key")
+    per_cpu = [float(r.checkpoint_host_s) / (int(r.sockets) * int(r.cores_per_socket))
+               for r in ck.itertuples()]  # fmt: skip
+    roi, ips, ins = per_run("roi_host_s"), per_run("sim_speed_ips"), per_run("instructions")
+    g5 = done.set_index("run_id")["gem5_host_s"].dropna()
+    outside = [float(g5[r] - roi[r]) for r in g5.index if r in roi.index]
+    if not per_cpu or not outside or ips.empty:
+        raise ValueError("the measured runs lack checkpoint, gem5 or ROI host times")
+    by_mix: dict[tuple[str, int], list[float]] = {}
+    for r in done.itertuples():
+        if r.run_id in ins.index:
+            by_mix.setdefault((str(r.mix), int(r.threads)), []).append(float(ins[r.run_id]))
+    return Measured(
+        statistics.median(per_cpu),
+        statistics.median(outside),
+        float(ips.median()),
+        {k: statistics.median(v) for k, v in by_mix.items()},
+        len(done),
+    )
+
+
+@dataclass
+class Projection:
+    preset: str
+    runs: int
+    boots: int
+    unknown: int  # runs without an instruction estimate, left out of the sums
+    boot_h: float
+    run_h: float
+    wall_h: float
+    nodes: int
+    slots: int
+
+
+def project(preset: str, m: Measured, given: dict[str, float], nodes: int,
+            slots_per_node: int) -> Projection:  # fmt: skip
+    spec = load_spec(preset=preset)
+    boots: dict[tuple, int] = {}
+    run_s: list[float] = []
+    unknown = slots = 0
+    for p in iter_points(spec, "gem5"):
+        for _ in range(spec.repeats):
+            cpus = p.sockets * p.cores_per_socket
+            slots = slots or max(1, slots_per_node // resources_for(spec, p).cpus)
+            slit = p.machine.get("slit_remote_distance") or (p.numa_factor, p.link_latency)
+            boots[(p.boot_kernel, p.sockets, p.cores_per_socket,
+                   p.machine.get("mem_per_node"), str(slit))] = cpus  # fmt: skip
+            ins = given.get(p.mix, m.roi_instructions.get((p.mix, p.threads)))
+            if ins is None:
+                unknown += 1
+                continue
+            run_s.append(m.outside_s + ins / m.ips)
+    boot_s = [m.boot_s_per_cpu * c for c in boots.values()]
+    wave = nodes * max(slots, 1)
+    waves = math.ceil(len(run_s) / wave) if run_s else 0
+    longest = max(run_s, default=0.0)
+    wall = (max(boot_s, default=0.0) + waves * longest) / 3600
+    return Projection(preset, len(run_s) + unknown, len(boots), unknown,
+                      sum(boot_s) / 3600, sum(run_s) / 3600, wall, nodes, wave)  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("measured", nargs="+", type=Path, help="sweep dirs with done gem5 runs")
+    ap.add_argument("--preset", action="append", required=True)
+    ap.add_argument("--roi-instructions", action="append", default=[], metavar="MIX=N",
+                    help="ROI committed instructions (all CPUs) of a mix's run")  # fmt: skip
+    ap.add_argument("--nodes", type=int, default=100)
+    ap.add_argument("--slots-per-node", type=int, default=32, help="host cores per node")
+    a = ap.parse_args(argv)
+    given: dict[str, float] = {}
+    for kv in a.roi_instructions:
+        mix, _, n = kv.partition("=")
+        try:
+            given[mix] = float(n)
+        except ValueError:
+            print(f"projection: --roi-instructions {kv!r}: want MIX=N", file=sys.stderr)
+            return 2
+    if a.nodes < 1 or a.slots_per_node < 1:
+        print("projection: --nodes and --slots-per-node must be >= 1", file=sys.stderr)
+        return 2
+    try:
+        m = measure(a.measured)
+        out = [project(p, m, given, a.nodes, a.slots_per_node) for p in a.preset]
+    except (OSError, ValueError, SpecError) as e:
+        print(f"projection: {e}", file=sys.stderr)
+        return 2
+    print(f"measured ({m.runs} done gem5 runs): boot {m.boot_s_per_cpu:.0f} host s per "
+          f"simulated CPU; outside the ROI {m.outside_s:.0f} s per run; ROI "
+          f"{m.ips / 1e6:.3f} M inst/host s, i.e. {1e9 / m.ips / 3600:.2f} host-hours per "
+          "10^9 ROI instructions")  # fmt: skip
+    for p in out:
+        left = f"; {p.unknown} run(s) without an instruction estimate left out" if p.unknown else ""
+        print(f"{p.preset}: {p.runs} runs, {p.boots} boot checkpoints: "
+              f"{p.boot_h + p.run_h:.1f} host-hours (boots {p.boot_h:.1f}, runs {p.run_h:.1f}); "
+              f"wall >= {p.wall_h:.1f} h on {p.nodes} nodes ({p.slots} runs at once)"
+              + left)  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
