@@ -442,7 +442,9 @@ def run_gem5(rec: dict[str, Any], run_dir: Path, timeout_s: float) -> Outcome:
                 check=False,
             )
         except subprocess.TimeoutExpired:
-            return Outcome(exit_code=None, timed_out=True, error=f"gem5 exceeded {timeout_s:.0f} s")
+            where = progress_at_limit(run_dir / "m5out")
+            return Outcome(exit_code=None, timed_out=True,
+                           error=f"gem5 exceeded {timeout_s:.0f} s{where}")  # fmt: skip
         finally:
             host_times["gem5_s"] = round(time.time() - t0, 3)  # the restored run's process
             (run_dir / "logs" / HOST_TIMES_NAME).write_text(json.dumps(host_times) + "\n")
@@ -460,6 +462,24 @@ def run_gem5(rec: dict[str, Any], run_dir: Path, timeout_s: float) -> Outcome:
     if (why := roi_problem(run_dir / "m5out")) is not None:
         return Outcome(exit_code=r.returncode, error=why, details=details)
     return Outcome(exit_code=0, details=details)
+
+
+def progress_at_limit(m5out: Path) -> str:
+    """How far a run killed at its time limit got, from roi.json (written at
+    every exit event): the last event and the simulated time since the ROI
+    began, as a suffix for the error; '' when nothing is known. Tells a pilot
+    whether it died before, in or after its ROI."""
+    try:
+        d = json.loads((m5out / "roi.json").read_text())
+        events = d.get("events") or []
+        last = events[-1] if events else None
+    except (OSError, ValueError, AttributeError, IndexError, TypeError):
+        return ""
+    if not isinstance(last, dict):
+        return ""
+    host = last.get("host_time_unix")
+    ago = f" {time.time() - host:.0f} s of host time before the kill" if host else ""
+    return f" (last exit event: {last.get('event')} at tick {last.get('tick')},{ago})"
 
 
 def roi_problem(m5out: Path) -> str | None:

@@ -275,3 +275,18 @@ def test_guest_job_carries_the_run_id() -> None:
 def test_resources_dataclass_roundtrip() -> None:
     r = Resources(2, 1 << 30, 600)
     assert r.to_dict() == {"cpus": 2, "mem_bytes": 1 << 30, "time_limit_s": 600}
+
+
+def test_a_gem5_run_killed_at_its_limit_says_how_far_it_got(tmp_path: Path) -> None:
+    from analysis.sweep.backends import progress_at_limit  # noqa: PLC0415
+
+    m5 = tmp_path / "m5out"
+    m5.mkdir()
+    assert progress_at_limit(m5) == ""  # no roi.json: nothing known
+    (m5 / "roi.json").write_text("[")
+    assert progress_at_limit(m5) == ""  # corrupt: nothing, no crash
+    # the finding pilot of 2026-11-24, killed inside its ROI
+    ev = [{"event": "warmup", "tick": 953253667023, "host_time_unix": 1.0},
+          {"event": "workbegin", "tick": 980492868054, "host_time_unix": 2.0}]  # fmt: skip
+    (m5 / "roi.json").write_text(json.dumps({"events": ev}))
+    assert "last exit event: workbegin at tick 980492868054" in progress_at_limit(m5)
