@@ -52,6 +52,11 @@ def test_positive_control_by_link_latency_orders_links_numerically() -> None:
     text = " ".join(finding.conclusion(finding.improvement_by_factor(pd.DataFrame(rows)),
                                        None, ctl))  # fmt: skip
     assert "link 60: x1.100" in text and "grows with f" in text
+    one = finding.positive_control(pd.DataFrame(rows[:2]))
+    assert one is not None and len(one) == 1
+    text = " ".join(finding.conclusion(finding.improvement_by_factor(pd.DataFrame(rows[:2])),
+                                       None, one))  # fmt: skip
+    assert "one machine only" in text and "NOT" not in text
 
 
 def gate_frame(balance: float, taken: float, skipped: float) -> pd.DataFrame:
