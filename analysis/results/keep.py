@@ -1,7 +1,7 @@
 """Keep a finding in the repository: a sweep's tidy frames, its report, and
 where they came from (issue 15 item 5).
 
-    python3 -m analysis.results.keep SWEEP_DIR findings/NAME --command "./run_all.py ..."
+    python3 -m analysis.results.keep SWEEP_DIR [SWEEP_DIR ...] findings/NAME --command "..."
 
 writes ``findings/NAME/frames/{metrics,runs,errors}.parquet``, ``report.md``
 (with ``report_files/``) and ``PROVENANCE.md``: the command, the project commit
@@ -83,16 +83,24 @@ def provenance_md(manifest: dict[str, Any], runs: pd.DataFrame, command: str) ->
     return "\n".join(lines)
 
 
-def keep(sweep: Path, dest: Path, command: str) -> Path:
-    manifest_p = sweep / "sweep.json"
-    if not manifest_p.is_file():
+def _manifest(sweep: Path) -> dict[str, Any]:
+    p = sweep / "sweep.json"
+    if not p.is_file():
         raise ValueError(f"{sweep}: no sweep.json (not a sweep output directory)")
-    manifest = json.loads(manifest_p.read_text())
-    if not isinstance(manifest, dict):
-        raise ValueError(f"{manifest_p}: not a JSON object")
+    m = json.loads(p.read_text())
+    if not isinstance(m, dict):
+        raise ValueError(f"{p}: not a JSON object")
+    return m
+
+
+def keep(sweeps: list[Path], dest: Path, command: str) -> Path:
+    """One finding from one or more sweeps of the same study (e.g. a sweep and
+    the points it was split into): their runs in one frame, each manifest's
+    provenance listed."""
+    manifests = [(s, _manifest(s)) for s in sweeps]
     dest.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        paths = write_report([sweep], Path(tmp))
+        paths = write_report(list(sweeps), Path(tmp))
         if (dest / "frames").exists():
             shutil.rmtree(dest / "frames")
         shutil.copytree(Path(tmp) / "frames", dest / "frames")
@@ -100,18 +108,24 @@ def keep(sweep: Path, dest: Path, command: str) -> Path:
     # the kept report is the one the frames alone give, so it regenerates exactly
     write_report_from_frames(dest / "frames", dest)
     (dest / "report.html").unlink(missing_ok=True)  # Markdown only in git
-    (dest / "PROVENANCE.md").write_text(provenance_md(manifest, runs, command))
+    parts = []
+    for s, m in manifests:
+        inside = runs["dir"].map(lambda d, s=s: Path(str(d)).resolve().is_relative_to(s.resolve()))
+        mine = runs[inside]
+        parts.append(provenance_md(m, mine if len(mine) else runs, command))
+    (dest / "PROVENANCE.md").write_text("\n".join(parts))
     return dest
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("sweep", type=Path)
-    ap.add_argument("dest", type=Path)
+    ap.add_argument("sweep", type=Path, nargs="+", help="sweep dir(s), then the finding dir")
     ap.add_argument("--command", required=True, help="the command that made the sweep")
     a = ap.parse_args(argv)
     try:
-        d = keep(a.sweep, a.dest, a.command)
+        if len(a.sweep) < 2:
+            raise ValueError("give at least one sweep dir and the finding dir")
+        d = keep(a.sweep[:-1], a.sweep[-1], a.command)
     except (OSError, ValueError) as e:
         print(f"keep: {e}", file=sys.stderr)
         return 2
