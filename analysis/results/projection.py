@@ -103,18 +103,17 @@ def project(preset: str, m: Measured, given: dict[str, float], nodes: int,
     boots: dict[tuple, int] = {}
     run_s: list[float] = []
     unknown = slots = 0
-    for p in iter_points(spec, "gem5"):
-        for _ in range(spec.repeats):
-            cpus = p.sockets * p.cores_per_socket
-            slots = slots or max(1, slots_per_node // resources_for(spec, p).cpus)
-            slit = p.machine.get("slit_remote_distance") or (p.numa_factor, p.link_latency)
-            boots[(p.boot_kernel, p.sockets, p.cores_per_socket,
-                   p.machine.get("mem_per_node"), str(slit))] = cpus  # fmt: skip
-            ins = given.get(p.mix, m.roi_instructions.get((p.mix, p.threads)))
-            if ins is None:
-                unknown += 1
-                continue
-            run_s.append(m.outside_s + ins / m.ips)
+    for p in iter_points(spec, "gem5"):  # one point per run: repeats included
+        cpus = p.sockets * p.cores_per_socket
+        slots = slots or max(1, slots_per_node // resources_for(spec, p).cpus)
+        slit = p.machine.get("slit_remote_distance") or (p.numa_factor, p.link_latency)
+        boots[(p.boot_kernel, p.sockets, p.cores_per_socket,
+               p.machine.get("mem_per_node"), str(slit))] = cpus  # fmt: skip
+        ins = given.get(p.mix, m.roi_instructions.get((p.mix, p.threads)))
+        if ins is None:
+            unknown += 1
+            continue
+        run_s.append(m.outside_s + ins / m.ips)
     boot_s = [m.boot_s_per_cpu * c for c in boots.values()]
     wave = nodes * max(slots, 1)
     waves = math.ceil(len(run_s) / wave) if run_s else 0

@@ -103,3 +103,20 @@ def test_host_costs_are_recorded_and_project() -> None:
     m = measure([RUN.parents[1]])
     assert m.runs == 1 and m.ips > 0 and m.outside_s > 0
     assert math.isclose(m.boot_s_per_cpu, r["checkpoint_host_s"] / 8)
+
+
+def test_projection_counts_the_presets_runs_and_boots() -> None:
+    from analysis.results.projection import project  # noqa: PLC0415
+    from analysis.sweep.matrix import run_count  # noqa: PLC0415
+    from analysis.sweep.spec import load_spec  # noqa: PLC0415
+
+    m = measure([RUN.parents[1]])
+    p = project("finding", m, {}, nodes=100, slots_per_node=32)
+    assert p.runs == run_count(load_spec(preset="finding")) == 45
+    assert p.boots == 2 and p.unknown == 45 and p.run_h == 0  # stock + release; no estimate
+    p = project("finding", m, {"lb3": 1e9}, nodes=100, slots_per_node=32)
+    assert p.unknown == 0
+    assert math.isclose(p.run_h, 45 * (m.outside_s + 1e9 / m.ips) / 3600)
+    # 100 nodes x 32 one-CPU slots: the boots in parallel, then one wave of runs
+    one_run = m.outside_s + 1e9 / m.ips
+    assert p.slots == 3200 and math.isclose(p.wall_h, (8 * m.boot_s_per_cpu + one_run) / 3600)
