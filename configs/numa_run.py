@@ -53,6 +53,7 @@ from numa_lb.kernel_cmdline import guest_args, image_boot  # noqa: E402
 from numa_lb.numa_board import NumaX86Board  # noqa: E402
 from numa_lb.options import add_topology_args, topology_or_exit  # noqa: E402
 from numa_lb.roi import BOOT_RECORD_NAME, RoiProtocol, checkpoint_tick  # noqa: E402
+from numa_lb.ruby_stats import reset_stats  # noqa: E402
 from numa_lb.topology import Topology, boot_mismatch  # noqa: E402
 
 CPU_TYPES = {"atomic": CPUTypes.ATOMIC, "timing": CPUTypes.TIMING, "o3": CPUTypes.O3}
@@ -223,7 +224,7 @@ def main() -> None:
     protocol = RoiProtocol(
         outdir=outdir,
         tick=lambda: m5.curTick(),
-        reset_stats=m5.stats.reset,
+        reset_stats=lambda: reset_stats(board),  # the throttles too (numa_lb/ruby_stats.py)
         dump_stats=m5.stats.dump,
         switch_cpus=switch,
         save_checkpoint=lambda path: save_checkpoint(simulator, path, topology),

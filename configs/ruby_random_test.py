@@ -52,6 +52,7 @@ from numa_lb.hammer_hierarchy import (  # noqa: E402
     SocketNetwork,
 )
 from numa_lb.options import add_topology_args, topology_or_exit  # noqa: E402
+from numa_lb.ruby_stats import reset_stats  # noqa: E402
 from numa_lb.topology import Topology  # noqa: E402
 
 # RubyTester's CheckTable uses addresses 1000 .. ~26600: nodes share 32 KiB
@@ -83,6 +84,18 @@ def parse_args() -> argparse.Namespace:
         help="also issue flushes (fail on stock gem5 v24.0.0.1 MOESI_hammer: configs/README.md)",
     )
     p.add_argument("--no-randomization", action="store_true", help="no random message delays")
+    p.add_argument(
+        "--reset-stats-at",
+        type=int,
+        default=None,
+        metavar="TICK",
+        help="reset statistics (numa_lb/ruby_stats.py) at TICK and dump them at the end",
+    )
+    p.add_argument(
+        "--plain-stats-reset",
+        action="store_true",
+        help="with --reset-stats-at: only m5.stats.reset() (shows what it misses)",
+    )
     p.add_argument(
         "--tiny-caches",
         action="store_true",
@@ -162,8 +175,19 @@ def main() -> None:
 
     root = Root(full_system=False, system=system)
     m5.instantiate()
-    event = m5.simulate()
+    event = None
+    if args.reset_stats_at is not None:
+        event = m5.simulate(args.reset_stats_at)
+        if event.getCause() == "simulate() limit reached":
+            if args.plain_stats_reset:  # gem5's own reset: the throttles run on
+                m5.stats.reset()
+            else:
+                reset_stats(root)
+            event = None
+    event = event or m5.simulate()
     cause = event.getCause()
+    if args.reset_stats_at is not None:
+        m5.stats.dump()
     result = {
         "sockets": topology.sockets,
         "cores_per_socket": topology.cores_per_socket,

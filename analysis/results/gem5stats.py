@@ -315,13 +315,18 @@ def remote_requests(
         out[name]["remote_ratio"] = out[name]["remote_total"] / tot if tot > 0 else math.nan
     arrived = {d: kind_sum(arrivals[d], None) for d in arrivals}
     everything = out["all"]
-    # The split is trusted only when the directory throttles saw exactly what
-    # the directories received and no local count came out negative.
+    # The split is trusted only when the directory throttles saw what the
+    # directories received, up to the messages on an ext link at the reset and
+    # dump instants (IN_FLIGHT), and no local count came out negative. Runs
+    # whose throttles were not reset with the ROI (before configs/numa_lb/
+    # ruby_stats.py; gem5's Switch::resetStats misses them) carry the warm-up
+    # and fail this by thousands of messages.
     consistent = all(
         math.isfinite(v) and v >= 0
         for name in ("requests", "writebacks")
         for v in out[name]["local_by_socket"].values()
-    ) and all(d not in dir_req or dir_req[d] == arrived[d] for d in arrived)
+    ) and all(d not in dir_req or abs(dir_req[d] - arrived[d]) <= in_flight(dir_req[d])
+              for d in arrived)  # fmt: skip
     out.update(
         {
             # The totals over both kinds, under the names earlier callers use.
@@ -336,6 +341,13 @@ def remote_requests(
         }
     )
     return out
+
+
+def in_flight(received: float) -> float:
+    """Messages a directory's throttle count may differ from what it received:
+    those on its ext link when statistics are reset and dumped (a few per
+    controller; 0.1 % for long ROIs)."""
+    return max(32.0, 0.001 * received)
 
 
 def _last_int(s: str) -> int:
