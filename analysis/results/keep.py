@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -26,18 +25,11 @@ from typing import Any
 
 import pandas as pd
 
+from ..sweep.driver import git_state
 from .report import write_report, write_report_from_frames
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
 def _head() -> str:
-    try:
-        r = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"],
-                           capture_output=True, text=True, timeout=30, check=True)  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return r.stdout.strip()
+    return (git_state() or {}).get("commit", "unknown")
 
 
 def provenance_md(manifest: dict[str, Any], runs: pd.DataFrame, command: str) -> str:
