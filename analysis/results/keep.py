@@ -28,6 +28,7 @@ import pandas as pd
 from ..sweep.driver import git_state
 from .report import write_report, write_report_from_frames
 
+
 def _head() -> str:
     return (git_state() or {}).get("commit", "unknown")
 
