@@ -19,7 +19,9 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -433,35 +435,74 @@ def run_gem5(rec: dict[str, Any], run_dir: Path, timeout_s: float) -> Outcome:
         (run_dir / "logs" / "gem5.cmd.json").write_text(json.dumps(cmd) + "\n")
         t0 = time.time()
         try:
-            r = subprocess.run(
-                cmd,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                timeout=timeout_s,
-                cwd=run_dir,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            where = progress_at_limit(run_dir / "m5out")
-            return Outcome(exit_code=None, timed_out=True,
-                           error=f"gem5 exceeded {timeout_s:.0f} s{where}")  # fmt: skip
+            rc = run_to_limit(cmd, log, run_dir, timeout_s, run_dir / "m5out" / "stats.txt")
+            if rc is None:
+                where = progress_at_limit(run_dir / "m5out")
+                return Outcome(exit_code=None, timed_out=True,
+                               error=f"gem5 exceeded {timeout_s:.0f} s{where}")  # fmt: skip
         finally:
             host_times["gem5_s"] = round(time.time() - t0, 3)  # the restored run's process
             (run_dir / "logs" / HOST_TIMES_NAME).write_text(json.dumps(host_times) + "\n")
     guest = collect_gem5_guest_files(run_dir)
     details: dict[str, Any] = {"command": cmd, "guest_status": guest}
-    if r.returncode != 0:
-        return Outcome(
-            exit_code=r.returncode, error=f"gem5 exited with {r.returncode}", details=details
-        )
+    if rc != 0:
+        return Outcome(exit_code=rc, error=f"gem5 exited with {rc}", details=details)
     if guest is None or guest.get("status") != "ok":
         why = "no guest results" if guest is None else f"guest status {guest.get('status')!r}"
         return Outcome(
-            exit_code=r.returncode, error=f"{why}: {guest and guest.get('error')}", details=details
+            exit_code=rc, error=f"{why}: {guest and guest.get('error')}", details=details
         )
     if (why := roi_problem(run_dir / "m5out")) is not None:
-        return Outcome(exit_code=r.returncode, error=why, details=details)
+        return Outcome(exit_code=rc, error=why, details=details)
     return Outcome(exit_code=0, details=details)
+
+
+STATS_DUMP_GRACE_S = 30.0  # for gem5 to write its statistics after SIGUSR1
+
+
+def run_to_limit(
+    cmd: list[str], log: Any, cwd: Path, timeout_s: float, stats: Path | None = None
+) -> int | None:
+    """Run gem5 to its end or its time limit: its exit code, or None at the
+    limit. At the limit gem5 first gets SIGUSR1, on which it dumps its
+    statistics (src/sim/init_signals.cc: async_statdump) so a killed run still
+    says how many ticks and instructions it got through; once ``stats`` has
+    grown (or after STATS_DUMP_GRACE_S), SIGKILL."""
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=cwd)
+    try:
+        return proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        size = _size(stats)
+        proc.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + STATS_DUMP_GRACE_S
+        while proc.poll() is None and time.monotonic() < deadline:
+            if stats is not None and _size(stats) > size:
+                time.sleep(1.0)  # let the dump finish
+                break
+            time.sleep(0.2)
+        proc.kill()
+        proc.wait()
+        return None
+    except BaseException:
+        proc.kill()  # an interrupted worker must not leave gem5 running
+        proc.wait()
+        raise
+
+
+def _size(p: Path | None) -> int:
+    try:
+        return p.stat().st_size if p is not None else 0
+    except OSError:
+        return 0
+
+
+def _last_stat(stats: Path, name: str) -> str | None:
+    try:
+        text = stats.read_text(errors="replace")
+    except OSError:
+        return None
+    hits = re.findall(rf"^{re.escape(name)}\s+(\S+)", text, re.M)
+    return hits[-1] if hits else None
 
 
 def progress_at_limit(m5out: Path) -> str:
@@ -479,7 +520,9 @@ def progress_at_limit(m5out: Path) -> str:
         return ""
     host = last.get("host_time_unix")
     ago = f" {time.time() - host:.0f} s of host time before the kill" if host else ""
-    return f" (last exit event: {last.get('event')} at tick {last.get('tick')},{ago})"
+    sim = _last_stat(m5out / "stats.txt", "simSeconds")
+    at = f"; statistics dumped at the limit: {sim} s simulated since the last reset" if sim else ""
+    return f" (last exit event: {last.get('event')} at tick {last.get('tick')},{ago}{at})"
 
 
 def roi_problem(m5out: Path) -> str | None:

@@ -290,3 +290,21 @@ def test_a_gem5_run_killed_at_its_limit_says_how_far_it_got(tmp_path: Path) -> N
           {"event": "workbegin", "tick": 980492868054, "host_time_unix": 2.0}]  # fmt: skip
     (m5 / "roi.json").write_text(json.dumps({"events": ev}))
     assert "last exit event: workbegin at tick 980492868054" in progress_at_limit(m5)
+
+
+def test_gem5_at_its_limit_gets_sigusr1_to_dump_statistics_then_dies(tmp_path: Path) -> None:
+    # a stand-in for gem5's SIGUSR1 handler: write a statistics line, keep running
+    fake = tmp_path / "gem5"
+    fake.write_text("#!/bin/sh\ntrap 'echo \"simSeconds 0.123\" >> stats.txt' USR1\n"
+                    "while :; do sleep 0.1; done\n")  # fmt: skip
+    fake.chmod(0o755)
+    t0 = time.monotonic()
+    with open(tmp_path / "log", "wb") as log:
+        rc = bk.run_to_limit([str(fake)], log, tmp_path, 1.0, tmp_path / "stats.txt")
+    assert rc is None and time.monotonic() - t0 < 15
+    assert (tmp_path / "stats.txt").read_text().strip() == "simSeconds 0.123"
+    (tmp_path / "roi.json").write_text(json.dumps({"events": [{"event": "workbegin", "tick": 9}]}))
+    msg = bk.progress_at_limit(tmp_path)
+    assert "workbegin at tick 9" in msg and "0.123 s simulated" in msg
+    with open(tmp_path / "log", "wb") as log:  # a normal end: its exit code
+        assert bk.run_to_limit(["sh", "-c", "exit 3"], log, tmp_path, timeout_s=10) == 3
