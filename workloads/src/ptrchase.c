@@ -59,7 +59,7 @@ struct chase {
 	/* inputs */
 	uint64_t n_lines, loads, seed;
 	int cpu_node, mem_node, hugepage, id;
-	pthread_barrier_t *ready;
+	pthread_barrier_t *ready, *go;	/* all started; main has counted */
 	/* outputs */
 	struct line *lines;
 	void *map_base;		/* lines is map_base rounded up to 2 MiB */
@@ -232,7 +232,8 @@ static void *chase_thread(void *arg)
 	c->rec.first_touch_node = c->rec.node_start;
 
 	warm = n < 100000 ? n : 100000;
-	pthread_barrier_wait(c->ready);	/* concurrent threads start together */
+	pthread_barrier_wait(c->ready);	/* every chaser is alive ... */
+	pthread_barrier_wait(c->go);	/* ... until main has counted them */
 	end = walk(&c->lines[0], warm);
 	getrusage(RUSAGE_THREAD, &ru0);
 	t0 = wl_now();
@@ -251,8 +252,9 @@ static void *chase_thread(void *arg)
 	free(perm);
 	return NULL;
 out:
-	/* keep the barrier count right even when this thread failed */
+	/* keep the barrier counts right even when this thread failed */
 	pthread_barrier_wait(c->ready);
+	pthread_barrier_wait(c->go);
 	free(perm);
 	return NULL;
 }
@@ -261,11 +263,12 @@ out:
 static int measure(const struct wl_opts *o, int cpu_node, int mem_node,
 		   struct chase *cs, int *tasks)
 {
-	pthread_barrier_t ready;
+	pthread_barrier_t ready, go;
 	struct wl_threads th;
 	int t;
 
 	pthread_barrier_init(&ready, NULL, (unsigned)o->threads + 1);
+	pthread_barrier_init(&go, NULL, (unsigned)o->threads + 1);
 	for (t = 0; t < o->threads; t++) {
 		memset(&cs[t], 0, sizeof(cs[t]));
 		cs[t].n_lines = o->size / sizeof(struct line);
@@ -276,14 +279,19 @@ static int measure(const struct wl_opts *o, int cpu_node, int mem_node,
 		cs[t].hugepage = o->hugepage;
 		cs[t].id = t;
 		cs[t].ready = &ready;
+		cs[t].go = &go;
 	}
 	if (wl_threads_start(&th, o->threads, chase_thread, cs, sizeof(*cs), NULL))
 		return WL_EX_RUNTIME;
 	pthread_barrier_wait(&ready);
+	/* counted while no chaser can have finished (a short chase used to exit
+	 * before the count: tasks_seen 2 of 3, 3 of 6 unit runs under load) */
 	if (tasks)
 		*tasks = wl_count_tasks();
+	pthread_barrier_wait(&go);
 	wl_threads_join(&th, NULL);
 	pthread_barrier_destroy(&ready);
+	pthread_barrier_destroy(&go);
 	for (t = 0; t < o->threads; t++)
 		if (cs[t].err) {
 			fprintf(stderr, "ptrchase: cpu node %d, mem node %d (-1 = unbound): %s\n",
