@@ -135,3 +135,26 @@ def test_throttles_that_carried_the_warm_up_withhold_the_remote_split() -> None:
     assert rr is not None and rr["available"] and not rr["consistent"]
     assert rr["dir_requests"][2] == 154408
     assert ("mix", "fb8", "remote_ratio") not in _rows()
+
+
+def test_after_the_throttle_fix_the_remote_split_is_consistent(tmp_path: Path) -> None:
+    # tests/fixtures/gem5-run-4x2-remote: a calibration run (ptrchase pair, link
+    # 60, 4x2, warm ROI) made after configs/numa_lb/ruby_stats.py, 2026-11-24
+    from analysis.results.gem5stats import load_config, remote_requests  # noqa: PLC0415
+
+    src = SRC.parent / "gem5-run-4x2-remote"
+    run = tmp_path / "runs" / "90174233904b333c"
+    shutil.copytree(src, run)
+    for xz in run.rglob("*.xz"):
+        xz.with_suffix("").write_bytes(lzma.decompress(xz.read_bytes()))
+        xz.unlink()
+    values = roi_dump(parse_stats_file(run / "m5out" / "stats.txt"),
+                      roi_dump_index(run / "m5out")).values  # fmt: skip
+    rr = remote_requests(values, load_config(run / "m5out" / "config.json"))
+    assert rr is not None and rr["consistent"]
+    # local then one-hop-remote chase of equal length: about half the requests remote
+    assert 0.4 < rr["requests"]["remote_ratio"] < 0.5
+    rec, rows, errors = load_run(run)
+    assert rec["state"] == "done" and not errors, errors
+    got = {(t, m): v for t, _, m, v in rows}
+    assert math.isclose(got[("mix", "remote_ratio")], rr["requests"]["remote_ratio"])
