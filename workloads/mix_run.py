@@ -48,6 +48,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # OUTDIR/PARSEC_WORK/NN-<name>: work directories of our PARSEC build's programs
 # (a subdirectory: the hand back takes only OUTDIR's own files)
 PARSEC_WORK = "parsec-work"
+# When this module was imported: with the run record's own stamp it splits a
+# gem5 run's atomic phase before the warm-up into interpreter start + imports
+# and the runner's set-up (CLOCK_MONOTONIC, seconds since boot in the guest).
+IMPORTED_MONOTONIC_S = time.monotonic()
 # gem5 work item that moves the simulation to the ROI CPU before the ROI
 # (configs/numa_lb/roi.py WARM_WORK_ID): the warm-up fills Ruby's caches,
 # probe filters and the TLBs that the atomic_noncaching boot left empty.
@@ -106,6 +110,7 @@ def run_mix(
             "schema": SCHEMA,
             "run_id": rid,
             "time_unix": time.time(),
+            "monotonic_s": {"imported": IMPORTED_MONOTONIC_S, "run_record": time.monotonic()},
             "kernel": {
                 "release": uname.release,
                 "version": uname.version,

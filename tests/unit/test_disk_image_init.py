@@ -297,3 +297,37 @@ def test_gem5_writefile_failure_falls_back_to_the_serial_console(
 def test_unknown_gem5_handback_is_a_job_error() -> None:
     with pytest.raises(init.JobError, match="gem5_handback"):
         init.pack_job({"run_id": "x", "programs": SMALL_MIX[:1]}, {"gem5_handback": "carrier"})
+
+
+def test_staged_modules_are_byte_compiled_for_the_guest_python(tmp_path: Path) -> None:
+    """The image ships __pycache__ for the guest's interpreter (the guest never
+    writes bytecode): the mix runner imports its modules from the .pyc, which
+    does not depend on file times (unchecked-hash)."""
+    tree = tmp_path / "tree"
+    (tree / "usr" / "bin").mkdir(parents=True)
+    v = sys.version_info
+    (tree / "usr" / "bin" / f"python{v[0]}.{v[1]}").write_text("")
+    (tree / "usr" / "bin" / f"python{v[0]}.{v[1]}-config").write_text("")
+    assert build_image.guest_python_version(tree) == (v[0], v[1])
+    assert build_image.guest_python_version(tmp_path) is None
+    root = build_image.stage_files(tmp_path / "s", {"kind": "numa-lb-test"}, None, (v[0], v[1]))
+    bin_ = root / "opt" / "numa-lb" / "bin"
+    tag = sys.implementation.cache_tag
+    pyc = bin_ / "__pycache__" / f"mix_run.{tag}.pyc"
+    assert pyc.is_file()
+    assert pyc.read_bytes()[4:8] == (1).to_bytes(4, "little")  # PEP 552: unchecked hash
+    man = json.loads((root / "opt" / "numa-lb" / "manifest.json").read_text())
+    assert f"/opt/numa-lb/bin/__pycache__/mix_run.{tag}.pyc" in man["files"]
+    # the staged runner imports from those .pyc files, writing none of its own
+    os.utime(bin_ / "mix_run.py", (0, 0))
+    p = subprocess.run(
+        [sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); import mix_run;"
+         "print(mix_run.__cached__)", str(bin_)],
+        capture_output=True, text=True, timeout=60,
+        env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"),
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == str(pyc)
+    # an interpreter the host lacks: the image is built without, and says so
+    msg = build_image.compile_python(root, (3, 99))
+    assert msg.startswith("no python3.99 on this host")
