@@ -89,7 +89,7 @@ def control_grows(ctl: pd.DataFrame) -> bool:
 
 @dataclass
 class GateResult:
-    rows: pd.DataFrame  # one per (numa_factor, policy, repeat, check)
+    rows: pd.DataFrame  # one per (machine, policy, repeat, check)
     passed: bool
     reasons: list[str]
 
@@ -104,26 +104,34 @@ def gate(mx: pd.DataFrame) -> GateResult | None:
     have = set(pol)
     if "default" not in have and not have & set(GATE_LEADER_POLICIES):
         return None
+    mx = mx.assign(
+        _machine=[
+            machine_label(float(f), "" if ll is None or ll != ll else ll)
+            for f, ll in zip(
+                mx["numa_factor"],
+                mx["link_latency"] if "link_latency" in mx.columns else [None] * len(mx),
+                strict=True,
+            )
+        ]
+    )
     rows = []
-    keys = ["numa_factor", "repeat"]
-    for (p, f, r), g in mx.groupby([pol, *keys], dropna=False, observed=True):
+    for (p, m_, r), g in mx.groupby([pol, "_machine", "repeat"], dropna=False, observed=True):
         if p == "default":
             vals = [g[g["metric"] == m]["value"] for m in BALANCE_XNODE]
             v = float(sum(x.sum() for x in vals)) if all(len(x) for x in vals) else math.nan
-            rows.append((f, p, r, "cross-node balancing migrations", v,
+            rows.append((m_, p, r, "cross-node balancing migrations", v,
                          f">= {GATE_MIN_BALANCE_XNODE}",
                          bool(v >= GATE_MIN_BALANCE_XNODE)))  # fmt: skip
         elif p in GATE_LEADER_POLICIES:
             for m in LEADER_COUNTERS:
                 x = g[g["metric"] == m]["value"]
                 v = float(x.sum()) if len(x) else math.nan
-                rows.append((f, p, r, m, v, "> 0", bool(v > 0)))
+                rows.append((m_, p, r, m, v, "> 0", bool(v > 0)))
     df = pd.DataFrame(
-        rows, columns=["numa_factor", "policy", "repeat", "check", "value", "needs", "ok"]
+        rows, columns=["machine", "policy", "repeat", "check", "value", "needs", "ok"]
     )
     reasons = [
-        f"{x.policy} f={x.numa_factor:g} r{int(x.repeat)}: {x.check} = {x.value:g} "
-        f"(needs {x.needs})"
+        f"{x.policy} {x.machine} r{int(x.repeat)}: {x.check} = {x.value:g} (needs {x.needs})"
         for x in df[~df["ok"]].itertuples()
     ]
     return GateResult(df, bool(len(df)) and not reasons, reasons)

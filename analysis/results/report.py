@@ -347,16 +347,16 @@ def finding_section(mx: pd.DataFrame, note: str) -> Section | None:
             "leader-on-destination takes and leader-on-source skips."
         )
         summ = (
-            g.rows.groupby(["policy", "numa_factor", "check"], observed=True)
+            g.rows.groupby(["policy", "machine", "check"], observed=True)
             .agg(runs=("ok", "size"), passed=("ok", "sum"), min=("value", "min"))
             .reset_index()
         )
         s.items.append(
             Table(
-                ["policy", "f", "check", "runs", "passed", "min value"],
-                [[r.policy, f"{r.numa_factor:g}", r.check, int(r.runs), int(r.passed),
+                ["policy", "machine", "check", "runs", "passed", "min value"],
+                [[r.policy, r.machine, r.check, int(r.runs), int(r.passed),
                   _fmt(float(r.min))] for r in summ.itertuples()],  # fmt: skip
-                "Gate checks per policy and NUMA factor",
+                "Gate checks per policy and machine (NUMA factor or link latency)",
             )
         )
     if not imp.empty:

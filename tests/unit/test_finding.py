@@ -3,6 +3,7 @@ improvement per NUMA factor and the conclusion, on small tidy frames."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pandas as pd
@@ -114,3 +115,16 @@ def test_a_failed_gate_withholds_conclusions() -> None:
     text = finding.conclusion(imp, g, None)
     assert any("Gate: FAILED" in t and "not used for conclusions" in t for t in text)
     assert not any(t.startswith("excl at") for t in text)
+
+
+def test_the_gate_names_machines_given_by_link_latency() -> None:
+    """Points given by link latency (no requested factor) are named by the link,
+    not as f=nan, and each link is its own machine."""
+    rows = []
+    for link, bal in (("60", 10.0), ("150", 80.0)):
+        for m, v in (("migrations_balance_xnode", bal), ("migrations_active_balance_xnode", 0.0)):
+            rows.append({**row("default", math.nan, 0, m, v), "link_latency": link})
+    g = finding.gate(pd.DataFrame(rows))
+    assert g is not None and not g.passed
+    assert g.reasons == ["default link 60 r0: cross-node balancing migrations = 10 (needs >= 50)"]
+    assert set(g.rows["machine"]) == {"link 60", "link 150"}
