@@ -114,6 +114,9 @@ def gate(mx: pd.DataFrame) -> GateResult | None:
             )
         ]
     )
+    # one row per run: a sweep may hold several mixes (a pilot and its variant)
+    if "mix" in mx.columns and mx["mix"].astype(str).nunique() > 1:
+        mx = mx.assign(_machine=mx["_machine"] + " " + mx["mix"].astype(str))
     rows = []
     for (p, m_, r), g in mx.groupby([pol, "_machine", "repeat"], dropna=False, observed=True):
         if p == "default":

@@ -292,9 +292,11 @@ def cost_section(runs: pd.DataFrame | None, mx: pd.DataFrame) -> Section | None:
     if speed is not None:
         table.append([speed.what, speed.n, _fmt(speed.median), _fmt(speed.max), "–"])
     s.items.append(
-        Table(["what", "n", "median (s)", "max (s)", "total (h)"], table,
-              "Host seconds; a run's wall time includes the checkpoint boot it did or "
-              "waited for")  # fmt: skip
+        Table(
+            ["what", "n", "median (s)", "max (s)", "total (h)"],
+            table,
+            "Host seconds; a run's wall time includes the checkpoint boot it did or waited for",
+        )  # fmt: skip
     )
     hours = run_cost.sweep_host_hours(runs)
     if hours is not None:
@@ -317,6 +319,11 @@ FINDING_METRICS = (
 )
 
 
+def _factor(f: float) -> str:
+    """A requested NUMA factor, or what a point given by link latency has instead."""
+    return "by link" if f != f else f"{f:g}"
+
+
 def finding_section(mx: pd.DataFrame, note: str) -> Section | None:
     """Positive control, go/no-go gate, improvement per policy and NUMA factor
     with paired 95 % CIs, the decision counters, and the conclusion (issue 15)."""
@@ -329,11 +336,25 @@ def finding_section(mx: pd.DataFrame, note: str) -> Section | None:
     if ctl is not None:
         s.items.append(
             Table(
-                ["machine", "elapsed direct", "elapsed crossed", "crossed / direct",
-                 "remote ratio direct", "remote ratio crossed"],
-                [[r.machine, _fmt(r.elapsed_direct), _fmt(r.elapsed_crossed),
-                  _fmt(r.crossed_over_direct), _fmt(r.remote_ratio_direct),
-                  _fmt(r.remote_ratio_crossed)] for r in ctl.itertuples()],
+                [
+                    "machine",
+                    "elapsed direct",
+                    "elapsed crossed",
+                    "crossed / direct",
+                    "remote ratio direct",
+                    "remote ratio crossed",
+                ],
+                [
+                    [
+                        r.machine,
+                        _fmt(r.elapsed_direct),
+                        _fmt(r.elapsed_crossed),
+                        _fmt(r.crossed_over_direct),
+                        _fmt(r.remote_ratio_direct),
+                        _fmt(r.remote_ratio_crossed),
+                    ]
+                    for r in ctl.itertuples()
+                ],
                 "Positive control: one program pinned on its data's node (direct) or one hop "
                 "away (crossed); mean over repeats",
             )  # fmt: skip
@@ -354,8 +375,10 @@ def finding_section(mx: pd.DataFrame, note: str) -> Section | None:
         s.items.append(
             Table(
                 ["policy", "machine", "check", "runs", "passed", "min value"],
-                [[r.policy, r.machine, r.check, int(r.runs), int(r.passed),
-                  _fmt(float(r.min))] for r in summ.itertuples()],  # fmt: skip
+                [
+                    [r.policy, r.machine, r.check, int(r.runs), int(r.passed), _fmt(float(r.min))]
+                    for r in summ.itertuples()
+                ],  # fmt: skip
                 "Gate checks per policy and machine (NUMA factor or link latency)",
             )
         )
@@ -364,10 +387,17 @@ def finding_section(mx: pd.DataFrame, note: str) -> Section | None:
         s.items.append(
             Table(
                 ["policy", "f", f"improvement over {b}", "95 % CI", "pairs", "beyond CI"],
-                [[r.policy, f"{r.numa_factor:g}", f"{r.mean:+.2f} %",
-                  f"[{r.ci95_lo:+.2f}, {r.ci95_hi:+.2f}]" if r.n >= 2 else "–",
-                  int(r.n), "yes" if r.differs else "no"]
-                 for r in imp.sort_values(["numa_factor", "policy"]).itertuples()],
+                [
+                    [
+                        r.policy,
+                        _factor(r.numa_factor),
+                        f"{r.mean:+.2f} %",
+                        f"[{r.ci95_lo:+.2f}, {r.ci95_hi:+.2f}]" if r.n >= 2 else "–",
+                        int(r.n),
+                        "yes" if r.differs else "no",
+                    ]
+                    for r in imp.sort_values(["numa_factor", "policy"]).itertuples()
+                ],
                 "Improvement = (baseline time / policy time − 1) × 100, paired by repeat",
             )  # fmt: skip
         )
@@ -375,9 +405,9 @@ def finding_section(mx: pd.DataFrame, note: str) -> Section | None:
     if have:
         t = summarize(mx[mx["metric"].isin(have)], ["policy", "numa_factor", "metric"])
         rows = []
-        for (pol, f), gg in t.groupby(["policy", "numa_factor"], observed=True):
+        for (pol, f), gg in t.groupby(["policy", "numa_factor"], dropna=False, observed=True):
             vals = dict(zip(gg["metric"].astype(str), gg["mean"], strict=False))
-            rows.append([pol, f"{f:g}", *[_fmt(vals.get(m, math.nan)) for m in have]])
+            rows.append([pol, _factor(f), *[_fmt(vals.get(m, math.nan)) for m in have]])
         rows.sort(key=lambda r: (r[1], plots.order_policies([str(r[0])])))
         s.items.append(
             Table(["policy", "f", *have], rows, "Per-run means: migrations, remote-access "
@@ -481,9 +511,7 @@ def paper_comparison(
         cfgs = at[at["policy"] == pol].drop_duplicates(GROUP_COLS)
         where = "; ".join(cfg_label({k: c[k] for k in GROUP_COLS}) for c in cfgs.to_dict("records"))
         failed = comparability(mine, runs)
-        verdict = (
-            " — comparable" if not failed else " — NOT comparable: " + "; ".join(failed)
-        )
+        verdict = " — comparable" if not failed else " — NOT comparable: " + "; ".join(failed)
         rows.append([pol, f"+{paper} %", pm(r["mean"], r["ci95"], True) + verdict, where])
     return Table(
         ["policy", "paper", "ours (mean over threads and repeats)", "our configuration"],
@@ -561,9 +589,7 @@ def fig12(rmx: pd.DataFrame, ref: dict[str, Any], note: str) -> Section | None:
     )
     rows = [[int(i), *[pm(t.loc[i, p], e.loc[i, p], True) for p in pol]] for i in t.index]
     s.items.append(
-        Table(
-            ["threads", *pol], rows, f"improvement over {baseline_name(rmx)}, mean ± 95 % CI"
-        )
+        Table(["threads", *pol], rows, f"improvement over {baseline_name(rmx)}, mean ± 95 % CI")
     )
     return s
 

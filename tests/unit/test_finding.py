@@ -128,3 +128,16 @@ def test_the_gate_names_machines_given_by_link_latency() -> None:
     assert g is not None and not g.passed
     assert g.reasons == ["default link 60 r0: cross-node balancing migrations = 10 (needs >= 50)"]
     assert set(g.rows["machine"]) == {"link 60", "link 150"}
+
+
+def test_the_gate_counts_each_mix_of_a_sweep_apart() -> None:
+    """Two mixes at one machine (a pilot and its variant): each run is checked
+    on its own, never summed across mixes."""
+    rows = []
+    for mix, bal in (("lb3", 26.0), ("lb3-2pass", 25.0)):
+        for m, v in (("migrations_balance_xnode", bal), ("migrations_active_balance_xnode", 0.0)):
+            rows.append({**row("default", math.nan, 0, m, v), "link_latency": "60", "mix": mix})
+    g = finding.gate(pd.DataFrame(rows))
+    assert g is not None and not g.passed
+    assert sorted(g.rows["value"]) == [25.0, 26.0]
+    assert set(g.rows["machine"]) == {"link 60 lb3", "link 60 lb3-2pass"}
