@@ -11,6 +11,7 @@ through the init) are the catalog's.
 
 from __future__ import annotations
 
+import argparse
 import glob
 import json
 import os
@@ -331,3 +332,28 @@ def test_staged_modules_are_byte_compiled_for_the_guest_python(tmp_path: Path) -
     # an interpreter the host lacks: the image is built without, and says so
     msg = build_image.compile_python(root, (3, 99))
     assert msg.startswith("no python3.99 on this host")
+
+
+def test_the_page_cache_warm_up_reads_our_files_and_starts_the_runner(prefix: Path) -> None:
+    """Before the boot checkpoint the init reads PREFIX/bin and PREFIX/lib and
+    runs `mixrunner.py --help` (exit 0); a runner that cannot start is logged,
+    never fatal."""
+
+    class Probe(init.JobIn):
+        def __init__(self, pfx: Path, python: str) -> None:
+            self.prefix = str(pfx)
+            self.a = argparse.Namespace(python=python)
+            self.lines: list[str] = []
+
+        def log(self, msg: str) -> None:
+            self.lines.append(msg)
+
+    expect = sum(p.stat().st_size for d in ("bin", "lib") for p in (prefix / d).rglob("*")
+                 if p.is_file())  # fmt: skip
+    ok = Probe(prefix, sys.executable)
+    ok.warm_page_cache()
+    assert len(ok.lines) == 1, ok.lines
+    assert ok.lines[0].startswith(f"warm: {expect} bytes read, mixrunner --help: 0, ")
+    bad = Probe(prefix, "/nonexistent/python3")
+    bad.warm_page_cache()
+    assert "mixrunner --help: [Errno 2]" in bad.lines[-1]
