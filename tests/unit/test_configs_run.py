@@ -290,8 +290,12 @@ def test_the_shipped_calibration_applies_only_to_the_machine_it_was_measured_on(
     model = options.topology_from_args(_args("--calibration", "none", "--numa-factor", "1.6"))
     assert model.link_latency().source == "first-order model (uncalibrated)"
     # what the sweep uses to describe a machine: the table only where it applies
-    assert options.calibration_for(sockets=4, cores_per_socket=2) is None
+    assert options.calibration_for(sockets=4, cores_per_socket=4) is None
     assert options.calibration_for(sockets=4, cores_per_socket=1, link_bandwidth=44.8) == table
+    # the 4x2 table (HT3 link bandwidth) serves 4x2 only, never the 4x1 one
+    t42 = options.calibration_for(sockets=4, cores_per_socket=2)
+    assert t42 is not None and t42 != table
+    assert dict(t42.conditions)["cores_per_socket"] == "2"
 
 
 def test_link_bandwidth_defaults_to_hypertransport_3() -> None:
