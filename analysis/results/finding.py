@@ -50,6 +50,25 @@ def machine_label(numa_factor: float, link_latency: object) -> str:
     return f"link {link_latency}" if link_latency not in (None, "") else "?"
 
 
+def machines(mx: pd.DataFrame) -> list[str]:
+    """machine_label of every row: points given by link latency keep their link
+    apart (their numa_factor is NaN, so grouping by it would merge the links)."""
+    links = mx["link_latency"] if "link_latency" in mx.columns else [None] * len(mx)
+    return [
+        machine_label(float(f), "" if ll is None or ll != ll else ll)
+        for f, ll in zip(mx["numa_factor"], links, strict=True)
+    ]
+
+
+def machine_order(label: str) -> tuple[int, float]:
+    """Sort key of a machine_label: factors first, then links, each numerically."""
+    if label.startswith("f="):
+        return (0, _link_cycles(label[2:]))
+    if label.startswith("link "):
+        return (1, _link_cycles(label[5:]))
+    return (2, math.nan)
+
+
 def positive_control(mx: pd.DataFrame) -> pd.DataFrame | None:
     """Per machine (requested NUMA factor, or inter-socket link latency for
     points given by latency): mean elapsed pinned direct and crossed, their
@@ -104,16 +123,7 @@ def gate(mx: pd.DataFrame) -> GateResult | None:
     have = set(pol)
     if "default" not in have and not have & set(GATE_LEADER_POLICIES):
         return None
-    mx = mx.assign(
-        _machine=[
-            machine_label(float(f), "" if ll is None or ll != ll else ll)
-            for f, ll in zip(
-                mx["numa_factor"],
-                mx["link_latency"] if "link_latency" in mx.columns else [None] * len(mx),
-                strict=True,
-            )
-        ]
-    )
+    mx = mx.assign(_machine=machines(mx))
     # one row per run: a sweep may hold several mixes (a pilot and its variant)
     if "mix" in mx.columns and mx["mix"].astype(str).nunique() > 1:
         mx = mx.assign(_machine=mx["_machine"] + " " + mx["mix"].astype(str))
@@ -142,18 +152,28 @@ def gate(mx: pd.DataFrame) -> GateResult | None:
 
 def improvement_by_factor(mx: pd.DataFrame) -> pd.DataFrame:
     """Improvement over the baseline (stock where the runs have it) per policy
-    and NUMA factor: mean, 95 % CI bounds over repeats (paired by repeat), n,
-    and whether the interval excludes 0."""
+    and machine (NUMA factor, or link latency for points given by it): mean,
+    95 % CI bounds over repeats (paired by repeat), n, and whether the
+    interval excludes 0."""
     imp = mx[mx["metric"] == "improvement_pct"]
     if "baseline" in imp.columns:
         imp = imp[imp["policy"].astype(str) != imp["baseline"].astype(str)]
     if imp.empty:
         return pd.DataFrame(
-            columns=["policy", "numa_factor", "mean", "ci95_lo", "ci95_hi", "n", "differs"]
-        )
-    s = summarize(imp, ["policy", "numa_factor"])
+            columns=["policy", "numa_factor", "machine", "mean", "ci95_lo", "ci95_hi", "n",
+                     "differs"]
+        )  # fmt: skip
+    imp = imp.assign(machine=machines(imp))
+    s = summarize(imp, ["policy", "numa_factor", "machine"])
     s["differs"] = (s["n"] >= 2) & ((s["ci95_lo"] > 0) | (s["ci95_hi"] < 0))
-    return s
+    return s.sort_values(
+        ["machine", "policy"], key=lambda c: c.map(machine_order) if c.name == "machine" else c
+    ).reset_index(drop=True)
+
+
+def _machine_of(r: object) -> str:
+    m = getattr(r, "machine", None)
+    return str(m) if isinstance(m, str) else machine_label(float(getattr(r, "numa_factor")), "")
 
 
 def conclusion(
@@ -189,7 +209,7 @@ def conclusion(
         for r in diff.itertuples():
             word = "faster" if r.mean > 0 else "slower"
             out.append(
-                f"{r.policy} at f={r.numa_factor:g}: {r.mean:+.1f} % "
+                f"{r.policy} at {_machine_of(r)}: {r.mean:+.1f} % "
                 f"[{r.ci95_lo:+.1f}, {r.ci95_hi:+.1f}] ({word} than the baseline, "
                 f"{int(r.n)} paired repeats)."
             )

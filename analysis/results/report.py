@@ -319,11 +319,6 @@ FINDING_METRICS = (
 )
 
 
-def _factor(f: float) -> str:
-    """A requested NUMA factor, or what a point given by link latency has instead."""
-    return "by link" if f != f else f"{f:g}"
-
-
 def finding_section(mx: pd.DataFrame, note: str) -> Section | None:
     """Positive control, go/no-go gate, improvement per policy and NUMA factor
     with paired 95 % CIs, the decision counters, and the conclusion (issue 15)."""
@@ -386,31 +381,32 @@ def finding_section(mx: pd.DataFrame, note: str) -> Section | None:
         b = baseline_name(mx)
         s.items.append(
             Table(
-                ["policy", "f", f"improvement over {b}", "95 % CI", "pairs", "beyond CI"],
+                ["policy", "machine", f"improvement over {b}", "95 % CI", "pairs", "beyond CI"],
                 [
                     [
                         r.policy,
-                        _factor(r.numa_factor),
+                        r.machine,
                         f"{r.mean:+.2f} %",
                         f"[{r.ci95_lo:+.2f}, {r.ci95_hi:+.2f}]" if r.n >= 2 else "–",
                         int(r.n),
                         "yes" if r.differs else "no",
                     ]
-                    for r in imp.sort_values(["numa_factor", "policy"]).itertuples()
+                    for r in imp.itertuples()
                 ],
                 "Improvement = (baseline time / policy time − 1) × 100, paired by repeat",
             )  # fmt: skip
         )
     have = [m for m in FINDING_METRICS if m in set(mx["metric"].astype(str))]
     if have:
-        t = summarize(mx[mx["metric"].isin(have)], ["policy", "numa_factor", "metric"])
+        sub = mx[mx["metric"].isin(have)]
+        t = summarize(sub.assign(machine=finding.machines(sub)), ["policy", "machine", "metric"])
         rows = []
-        for (pol, f), gg in t.groupby(["policy", "numa_factor"], dropna=False, observed=True):
+        for (pol, m_), gg in t.groupby(["policy", "machine"], dropna=False, observed=True):
             vals = dict(zip(gg["metric"].astype(str), gg["mean"], strict=False))
-            rows.append([pol, _factor(f), *[_fmt(vals.get(m, math.nan)) for m in have]])
-        rows.sort(key=lambda r: (r[1], plots.order_policies([str(r[0])])))
+            rows.append([pol, m_, *[_fmt(vals.get(m, math.nan)) for m in have]])
+        rows.sort(key=lambda r: (finding.machine_order(r[1]), plots.order_policies([str(r[0])])))
         s.items.append(
-            Table(["policy", "f", *have], rows, "Per-run means: migrations, remote-access "
+            Table(["policy", "machine", *have], rows, "Per-run means: migrations, remote-access "
                   "ratio, busy-cycle IPC, LLC MPKI and the kernel's decision counters")
         )  # fmt: skip
     backends = frozenset(mx["backend"].dropna().astype(str)) if "backend" in mx else frozenset()

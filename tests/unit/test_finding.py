@@ -141,3 +141,21 @@ def test_the_gate_counts_each_mix_of_a_sweep_apart() -> None:
     assert g is not None and not g.passed
     assert sorted(g.rows["value"]) == [25.0, 26.0]
     assert set(g.rows["machine"]) == {"link 60 lb3", "link 60 lb3-2pass"}
+
+
+def test_improvement_keeps_machines_given_by_link_latency_apart() -> None:
+    # points given by link latency have no factor (NaN): grouping by the factor
+    # alone merged link 60 and link 150 into one "by link" row
+    rows = []
+    for ll, gain in (("150", 0.8), ("60", 0.9)):
+        for rep, t in enumerate((10.0, 11.0, 12.0)):
+            rows += [row("stock", math.nan, rep, "elapsed_s", t, link_latency=ll),
+                     row("excl", math.nan, rep, "elapsed_s", t * gain + 0.01 * rep,
+                         link_latency=ll)]  # fmt: skip
+    imp = finding.improvement_by_factor(add_speedup(pd.DataFrame(rows)))
+    assert imp["machine"].tolist() == ["link 60", "link 150"]
+    assert imp["n"].tolist() == [3, 3]
+    assert abs(imp.iloc[0]["mean"] - 100 * (1 / 0.9 - 1)) < 0.5
+    text = finding.conclusion(imp, None, None)
+    assert any(t.startswith("excl at link 60: +") for t in text)
+    assert any(t.startswith("excl at link 150: +") for t in text)
