@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -171,9 +172,9 @@ def improvement_by_factor(mx: pd.DataFrame) -> pd.DataFrame:
     ).reset_index(drop=True)
 
 
-def _machine_of(r: object) -> str:
+def _machine_of(r: Any) -> str:
     m = getattr(r, "machine", None)
-    return str(m) if isinstance(m, str) else machine_label(float(getattr(r, "numa_factor")), "")
+    return str(m) if isinstance(m, str) else machine_label(float(r.numa_factor), "")
 
 
 def conclusion(
