@@ -188,7 +188,10 @@ def load_run(
                 dump = roi_dump(parse_stats_file(stats), roi_dump_index(path / "m5out"))
                 rows.extend(
                     gem5_metrics(
-                        dump.values, cfg, mix, int(point.get("cores_per_socket") or 1),
+                        dump.values,
+                        cfg,
+                        mix,
+                        int(point.get("cores_per_socket") or 1),
                         bridge_host_s_in_roi(path / "m5out"),
                     )  # fmt: skip
                 )

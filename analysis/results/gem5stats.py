@@ -143,9 +143,7 @@ def roi_dump_index(m5out: Path) -> int:
 
 def nonfinite(values: dict[str, float], suffixes: tuple[str, ...]) -> list[str]:
     """Names of the statistics ending in one of ``suffixes`` whose value is nan/inf."""
-    return sorted(
-        k for k, v in values.items() if not math.isfinite(v) and k.endswith(suffixes)
-    )
+    return sorted(k for k, v in values.items() if not math.isfinite(v) and k.endswith(suffixes))
 
 
 # ----------------------------------------------------------------- config.json

@@ -201,6 +201,7 @@ def _f(x: Any) -> float | None:
 
 # ------------------------------------------------------------------ per run
 
+
 def program_failed(p: dict[str, Any]) -> bool:
     """A program that did not succeed; a background one the runner stopped did."""
     if p.get("stopped_by_runner") and p.get("signal"):

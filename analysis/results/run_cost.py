@@ -50,8 +50,10 @@ def summary(runs: pd.DataFrame, mx: pd.DataFrame) -> list[CostRow]:
             both = pd.concat([g, by_run], axis=1, join="inner").dropna()
             if not both.empty:
                 out.append(
-                    _row("outside the ROI (restore, job, warm-up, hand back)",
-                         both.iloc[:, 0] - both.iloc[:, 1])  # fmt: skip
+                    _row(
+                        "outside the ROI (restore, job, warm-up, hand back)",
+                        both.iloc[:, 0] - both.iloc[:, 1],
+                    )  # fmt: skip
                 )
     if "checkpoint_key" in done and "checkpoint_host_s" in done:
         ck = done.dropna(subset=["checkpoint_key"]).drop_duplicates("checkpoint_key")

@@ -70,8 +70,10 @@ class Artifacts:
     def provenance_for(self, variant: str) -> Provenance:
         """The provenance of a run that boots kernel @variant."""
         k = self.kernels.get(variant)
-        return self.provenance if k is None else replace(
-            self.provenance, kernel_build_id=k["build_id"]
+        return (
+            self.provenance
+            if k is None
+            else replace(self.provenance, kernel_build_id=k["build_id"])
         )
 
     def paths_for(self, variant: str) -> dict[str, str]:
@@ -526,7 +528,7 @@ def progress_at_limit(m5out: Path) -> str:
 
 
 def roi_problem(m5out: Path) -> str | None:
-    """"ROI unknown: ..." when m5out/roi.json does not name a closed ROI's stats dump.
+    """ "ROI unknown: ..." when m5out/roi.json does not name a closed ROI's stats dump.
 
     A run without a known ROI is failed: its statistics would otherwise be read
     from gem5's exit dump, which also covers the boot CPUs and the hand back.

@@ -521,8 +521,13 @@ def _validate_job(j: dict[str, Any]) -> dict[str, Any]:
             except numa_lb_daemon.ParamError as e:
                 raise SpecError(f"job.daemon_params.{pol}", str(e)) from None
     if j["sched_domain"] is not None:
-        _check_type("job.sched_domain", j["sched_domain"], dict, "a table such as "
-                    "{ level = 'NUMA', busy_factor = 1, min_interval = 4, max_interval = 8 }")
+        _check_type(
+            "job.sched_domain",
+            j["sched_domain"],
+            dict,
+            "a table such as "
+            "{ level = 'NUMA', busy_factor = 1, min_interval = 4, max_interval = 8 }",
+        )
         try:
             j["sched_domain"] = mix_job.sched_domain_settings(j["sched_domain"])
         except mixrunner.JobError as e:
@@ -698,8 +703,7 @@ def _catalog_programs(where: str, m: dict[str, Any]) -> list[dict[str, Any]]:
         if gone:
             raise SpecError(f"{where}.inputs", f"our PARSEC build does not provide {gone}")
     return [
-        {"name": p.package, "parsec": p.package, "input": chosen.get(p.package, inp)}
-        for p in progs
+        {"name": p.package, "parsec": p.package, "input": chosen.get(p.package, inp)} for p in progs
     ]
 
 
@@ -717,8 +721,8 @@ def _validate_thread_limits(axes: dict[str, list[Any]], mixes: dict[str, Any]) -
                 raise SpecError(
                     f"mixes.{mx}",
                     f"{p['parsec']} at {p.get('input', 'simsmall')} takes at most {top} threads, "
-                    f"not {max(ts)} (a larger input, e.g. inputs = {{ \"{p['parsec']}\" = "
-                    "\"simmedium\" }, or fewer threads)",
+                    f'not {max(ts)} (a larger input, e.g. inputs = {{ "{p["parsec"]}" = '
+                    '"simmedium" }, or fewer threads)',
                 )
 
 
@@ -740,7 +744,7 @@ def parsec_image_problem(spec: Spec, image_meta: dict[str, Any] | None) -> str |
         return (
             f"the image {image_meta.get('image_key')} has no PARSEC programs: build it with "
             "PARSEC_SRC set to a PARSEC 3.0 tree (README: PARSEC), or use the x86-parsec "
-            "overlay with job.parsec_launcher = \"parsecmgmt\""
+            'overlay with job.parsec_launcher = "parsecmgmt"'
         )
     return f"the image's PARSEC build lacks {', '.join(missing)}"
 

@@ -37,9 +37,18 @@ def test_check_config_catches_dropped_symbol(tmp_path: Path) -> None:
 
 def test_fragments_ask_for_the_study_options() -> None:
     want = kbuild.fragment_symbols(kbuild.config_fragments("release"))
-    for sym in ("CONFIG_NUMA", "CONFIG_ACPI_NUMA", "CONFIG_SCHED_NUMA_LB", "CONFIG_MM_NUMA_RSS",
-                "CONFIG_SCHEDSTATS", "CONFIG_SCHED_DEBUG", "CONFIG_NUMA_BALANCING",
-                "CONFIG_SERIAL_8250_CONSOLE", "CONFIG_ATA_PIIX", "CONFIG_EXT4_FS"):
+    for sym in (
+        "CONFIG_NUMA",
+        "CONFIG_ACPI_NUMA",
+        "CONFIG_SCHED_NUMA_LB",
+        "CONFIG_MM_NUMA_RSS",
+        "CONFIG_SCHEDSTATS",
+        "CONFIG_SCHED_DEBUG",
+        "CONFIG_NUMA_BALANCING",
+        "CONFIG_SERIAL_8250_CONSOLE",
+        "CONFIG_ATA_PIIX",
+        "CONFIG_EXT4_FS",
+    ):
         assert want[sym] == "y", sym
     assert want["CONFIG_NUMA_BALANCING_DEFAULT_ENABLED"] == "n"
     debug = kbuild.fragment_symbols(kbuild.config_fragments("debug"))

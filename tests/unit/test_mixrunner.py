@@ -572,9 +572,7 @@ def test_programs_start_without_a_shell_and_a_seed_varies_the_start(
         mr.load_job(small_job(seed=-1))
 
 
-def test_a_program_that_cannot_be_executed_exits_127(
-    fake_sysctl: Path, tmp_path: Path
-) -> None:
+def test_a_program_that_cannot_be_executed_exits_127(fake_sysctl: Path, tmp_path: Path) -> None:
     job = mr.load_job({"run_id": "x", "timeout_s": 30, "programs": [
         {"name": "nope", "cmd": ["/nonexistent/program"]},
         {"name": "ok", "cmd": ["true"]},
@@ -594,8 +592,12 @@ def fake_domains(root: Path, cpus: int = 2) -> Path:
             dd = root / "kernel/debug/sched/domains" / f"cpu{c}" / f"domain{d}"
             dd.mkdir(parents=True)
             (dd / "name").write_text(name + "\n")
-            for knob, v in (("busy_factor", 16), ("min_interval", interval),
-                            ("max_interval", 2 * interval), ("imbalance_pct", 117)):
+            for knob, v in (
+                ("busy_factor", 16),
+                ("min_interval", interval),
+                ("max_interval", 2 * interval),
+                ("imbalance_pct", 117),
+            ):
                 (dd / knob).write_text(f"{v}\n")  # fmt: skip
     return root
 

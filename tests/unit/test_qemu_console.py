@@ -41,8 +41,13 @@ def test_stats_rows_and_deltas(run: qemu_check.GuestRun) -> None:
         if p == "default":
             assert d["visited"] == d["rejected"] + d["migrated"]
         else:
-            verdicts = (d["evaluated"] + d["taken_leader_dst"] + d["skipped_leader"]
-                        + d["skipped_leader_src"] + d["skipped_seen"])
+            verdicts = (
+                d["evaluated"]
+                + d["taken_leader_dst"]
+                + d["skipped_leader"]
+                + d["skipped_leader_src"]
+                + d["skipped_seen"]
+            )
             assert d["visited"] == d["rejected"] + verdicts
         assert d["picked_none"] <= d["attempts"]
 
@@ -86,8 +91,9 @@ def test_selection_policies_count_every_visit(run: qemu_check.GuestRun) -> None:
 def test_problems_are_reported(run: qemu_check.GuestRun) -> None:
     text = FIXTURE.read_text()
     broken = qemu_check.parse_console(
-        text.replace("SYSCTL invalid=rejected", "SYSCTL invalid=accepted")
-        .replace("ok=1", "ok=0", 1)
+        text.replace("SYSCTL invalid=rejected", "SYSCTL invalid=accepted").replace(
+            "ok=1", "ok=0", 1
+        )
         + "\n[   9.000000] WARNING: CPU: 1 PID: 1 at mm/numa_rss.c:20 mm_numa_rss_check\n"
     )
     bad = "\n".join(qemu_check.problems(broken, list(POLICIES), guest_topology()))
@@ -175,11 +181,21 @@ def test_qemu_arguments_describe_the_topology() -> None:
 
 def test_printk_in_the_middle_of_a_line_is_cut_off() -> None:
     # captured from a real bench boot: the kernel's message landed on our line
-    line = ("STRESS excl_base-11 check=running nodes=4 numa_rss_sum=1233 rss=1232 "
-            "ok=1[   81.273204] hrtimer: interrupt took 23892170 ns")
+    line = (
+        "STRESS excl_base-11 check=running nodes=4 numa_rss_sum=1233 rss=1232 "
+        "ok=1[   81.273204] hrtimer: interrupt took 23892170 ns"
+    )
     run = qemu_check.parse_console(line + "\n")
-    assert run.stress == [{"tag": "excl_base-11", "check": "running", "nodes": "4",
-                           "numa_rss_sum": "1233", "rss": "1232", "ok": "1"}]
+    assert run.stress == [
+        {
+            "tag": "excl_base-11",
+            "check": "running",
+            "nodes": "4",
+            "numa_rss_sum": "1233",
+            "rss": "1232",
+            "ok": "1",
+        }
+    ]
 
 
 def test_the_rest_of_a_line_cut_by_a_printk_is_joined_back() -> None:

@@ -113,6 +113,7 @@ def test_report_regenerates_from_its_frames_alone(
     capsys.readouterr()
     again = (kept / "report.md").read_text()
     assert "Improvement" in again or "improvement" in again
+
     # the same sections and tables as the report from the run directories
     def body(md: str) -> list[str]:
         return [x for x in md.splitlines() if not x.startswith("Generated ")]

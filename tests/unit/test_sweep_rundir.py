@@ -148,9 +148,10 @@ def test_a_run_not_timed_on_a_fine_clock_fails(tmp_path: Path) -> None:
     # clocksource refined-jiffies"): 4 ms resolution at HZ=250
     jiffies = {"clock": "CLOCK_MONOTONIC", "clocksource": "refined-jiffies",
                "resolution_s": 0.004, "step_s": 0.004}  # fmt: skip
-    assert "Switched to clocksource refined-jiffies" in (
-        FIX / "gem5-run" / "guest" / "dmesg.txt"
-    ).read_text()
+    assert (
+        "Switched to clocksource refined-jiffies"
+        in (FIX / "gem5-run" / "guest" / "dmesg.txt").read_text()
+    )
     ok, err, summary = guest_verdict(_with_clock(tmp_path, qemu, jiffies), "gem5")
     assert not ok and "not the TSC" in err and summary["clock"]["resolution_s"] == 0.004
     ok, err, _ = guest_verdict(_with_clock(tmp_path, qemu, jiffies), "qemu")

@@ -180,7 +180,10 @@ def test_numa_balancing_is_an_explicit_axis_recorded_in_every_point() -> None:
     s = load_spec(preset="quick", overrides=["axes.numa_balancing=0,1"])
     pts = points(s, "qemu")
     assert [(p.numa_balancing, p.policy) for p in pts] == [
-        (0, "default"), (0, "excl"), (1, "default"), (1, "excl")
+        (0, "default"),
+        (0, "excl"),
+        (1, "default"),
+        (1, "excl"),
     ]
     assert [guest_job(p, "r")["numa_balancing"] for p in pts] == [0, 0, 1, 1]
     assert all(p.as_columns()["numa_balancing"] == p.numa_balancing for p in pts)
