@@ -211,3 +211,11 @@ def test_the_rest_of_a_line_cut_by_a_printk_is_joined_back() -> None:
     run = qemu_check.parse_console(text)
     assert run.stress[0]["min_node"] == "0" and run.stress[0]["ok"] == "1"
     assert [s["tag"] for s in run.stress] == ["default-11", "default-8"]
+
+
+def test_the_test_guest_skips_the_io_apic_timer_check() -> None:
+    # a loaded host made the TCG guest fail the timer check and panic at boot
+    append = qemu_check.initramfs_append("numa_lb_test.seconds=3")
+    words = append.split()
+    assert "no_timer_check" in words and words[-1] == "numa_lb_test.seconds=3"
+    assert words[:2] == ["console=ttyS0", "panic=-1"]
