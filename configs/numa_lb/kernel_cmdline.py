@@ -110,5 +110,8 @@ def guest_args(
     else:
         if checkpoint:
             raise ValueError("checkpoint: only gem5 boots take boot checkpoints")
-        args.append(f"numa_lb.disk_wait={QEMU_DISK_WAIT_S}")
+        # no_timer_check: on a loaded host a TCG guest can miss the IO-APIC
+        # timer check and panic ("IO-APIC + timer doesn't work!"): the parsec
+        # tier's boot did, 2026-11-24, with 6 runnable processes on 2 cores
+        args += [f"numa_lb.disk_wait={QEMU_DISK_WAIT_S}", "no_timer_check"]
     return args + list(extra)
