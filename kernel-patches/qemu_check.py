@@ -42,6 +42,7 @@ from statistics import median
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "configs"))
+from numa_lb.kernel_cmdline import QEMU_TIMER_ARGS  # noqa: E402
 from numa_lb.qemu import cpulist, guest_topology, qemu_args  # noqa: E402
 from numa_lb.topology import Topology  # noqa: E402 - one machine description (configs/)
 
@@ -293,10 +294,9 @@ def boot(
 
 
 def initramfs_append(test_args: str) -> str:
-    """The test guest's command line. no_timer_check: on a loaded host the TCG
-    guest can miss the IO-APIC timer check and panic ("IO-APIC + timer doesn't
-    work!", seen 2026-11-24 with 6 runnable processes on 2 cores)."""
-    return f"console=ttyS0 panic=-1 oops=panic loglevel=7 no_timer_check {test_args}".strip()
+    """The test guest's command line (the study's QEMU timer arguments too)."""
+    timer = " ".join(QEMU_TIMER_ARGS)
+    return f"console=ttyS0 panic=-1 oops=panic loglevel=7 {timer} {test_args}".strip()
 
 
 def boot_initramfs(bzimage: Path, test_args: str, topo: Topology, timeout: int) -> GuestRun:

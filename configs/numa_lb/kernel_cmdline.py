@@ -26,6 +26,11 @@ IMAGE_RECORD = "image.json"
 BACKENDS = ("gem5", "qemu")
 # QEMU: how long the init waits for the job and results disks to appear.
 QEMU_DISK_WAIT_S = 30
+# Every QEMU guest (study image and the kernel tier's test guest): on a loaded
+# host a TCG guest can miss the IO-APIC timer check and panic ("IO-APIC +
+# timer doesn't work!"): the parsec tier's boots did, 2026-11-24, with 6
+# runnable processes on 2 cores.
+QEMU_TIMER_ARGS = ("no_timer_check",)
 
 
 def loops_per_jiffy(clock_hz: int, kernel_hz: int = DEBIAN_HZ) -> int:
@@ -110,8 +115,5 @@ def guest_args(
     else:
         if checkpoint:
             raise ValueError("checkpoint: only gem5 boots take boot checkpoints")
-        # no_timer_check: on a loaded host a TCG guest can miss the IO-APIC
-        # timer check and panic ("IO-APIC + timer doesn't work!"): the parsec
-        # tier's boot did, 2026-11-24, with 6 runnable processes on 2 cores
-        args += [f"numa_lb.disk_wait={QEMU_DISK_WAIT_S}", "no_timer_check"]
+        args += [f"numa_lb.disk_wait={QEMU_DISK_WAIT_S}", *QEMU_TIMER_ARGS]
     return args + list(extra)
