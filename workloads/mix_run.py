@@ -423,6 +423,7 @@ def run_programs(
     timed_out = False
     samples = 0
     next_sample = t0
+
     def foreground() -> bool:
         return any(not st["background"] for st in procs.values())
 

@@ -466,9 +466,7 @@ NO_RECIPE = "no-recipe"  # our build does not build this program (yet)
 SOURCES = (GENERATED, ARGS, TREE, TREE_FILES, OFFICIAL, NO_RECIPE)
 
 _ALL_ARGS = dict((s, ARGS) for s in INPUTS)  # type: Dict[str, str]
-_TREE_THEN_OFFICIAL = dict(
-    (s, TREE if s in ("test", "simdev") else OFFICIAL) for s in INPUTS
-)  # type: Dict[str, str]
+_TREE_THEN_OFFICIAL = dict((s, TREE if s in ("test", "simdev") else OFFICIAL) for s in INPUTS)  # type: Dict[str, str]
 _INPUT_SOURCES = {
     # inputgen.c (pkgs/apps/blackscholes/src) writes the option files; it
     # reproduces the tree's test and simdev files byte for byte (checked by
@@ -492,8 +490,7 @@ _INPUT_SOURCES = {
     # input_test.tar (assumed to be the same files as the official simsmall
     # tarball's, which the mirror lacks); simmedium and up use other data sets.
     "splash2x.volrend": dict(
-        (s, {"test": TREE, "simdev": TREE, "simsmall": TREE_FILES}.get(s, OFFICIAL))
-        for s in INPUTS
+        (s, {"test": TREE, "simdev": TREE, "simsmall": TREE_FILES}.get(s, OFFICIAL)) for s in INPUTS
     ),
     # parameter templates (input.template, NUMPROCS filled in at run time):
     # the tree's test/simdev templates; other sizes need the official tarballs.
@@ -528,7 +525,12 @@ def available_programs(input_set: str, official_inputs: bool = False) -> List[Pr
 # as many threads as the input has swaptions (-ns in PARSEC's runconf files).
 _MAX_THREADS = {
     "parsec.swaptions": {
-        "test": 1, "simdev": 3, "simsmall": 16, "simmedium": 32, "simlarge": 64, "native": 128,
+        "test": 1,
+        "simdev": 3,
+        "simsmall": 16,
+        "simmedium": 32,
+        "simlarge": 64,
+        "native": 128,
     },
 }  # type: Dict[str, Dict[str, int]]
 

@@ -201,9 +201,9 @@ class Topology:
         self._check_latency_request()
         self._check_slit()
         self._check_int("kernel_hz", self.kernel_hz, (100, 250, 300, 1000))
-        if self.calibration is not None and (why := self.calibration.mismatch(
-            self.calibration_conditions()
-        )):
+        if self.calibration is not None and (
+            why := self.calibration.mismatch(self.calibration_conditions())
+        ):
             raise TopologyError(
                 f"calibration: {why}; recalibrate for this machine (./run_all.py --preset "
                 "calibration with its machine settings, then ./run_all.py calibrate) or use "

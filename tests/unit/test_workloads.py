@@ -191,6 +191,43 @@ def test_perthread_ft_placement_follows_each_worker(wlbuild: Path) -> None:
         check_region(d["placement_init"][f"block{t}"], size, ftn)
 
 
+# ------------------------------------------------- blocking threads (bursts)
+
+
+@pytest.mark.parametrize("prog", ["leader_ft", "perthread_ft"])
+def test_bursts_block_and_compute_the_same(wlbuild: Path, prog: str) -> None:
+    """--bursts/--sleep-us split each phase into pieces with a sleep after
+    each: the result is the same as without, the compute phase lasts at least
+    the sleeps, and every worker blocked (voluntary context switches)."""
+    threads, iters, bursts, sleep_us = 3, 2, 5, 2000
+    base = ["--size=96K", f"--threads={threads}", f"--iters={iters}", "--seed=5"]
+    plain = run(wlbuild, prog, *base)
+    d = run(wlbuild, prog, *base, f"--bursts={bursts}", f"--sleep-us={sleep_us}")
+    assert d["checksum"] == plain["checksum"] and d["read_checksum"] == plain["read_checksum"]
+    assert (d["bursts"], d["sleep_us"]) == (bursts, sleep_us)
+    assert (plain["bursts"], plain["sleep_us"]) == (1, 0)
+    sleeps = iters * 2 * bursts  # per worker: read and write phase
+    assert d["compute_s"] >= sleeps * sleep_us * 1e-6
+    assert d["voluntary_switches"] >= threads * sleeps
+    check_threads(d, threads)
+
+
+@pytest.mark.parametrize(
+    "prog,arg",
+    [
+        ("leader_ft", "--bursts=0"),
+        ("perthread_ft", "--sleep-us=-1"),
+        ("leader_ft", "--sleep-us=1000001"),
+        ("master_clients", "--bursts=2"),
+        ("compute_small", "--sleep-us=5"),
+    ],
+)
+def test_bursts_bad_values_are_usage_errors(wlbuild: Path, prog: str, arg: str) -> None:
+    p = subprocess.run([str(wlbuild / prog), arg], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2 and p.stdout == ""
+    assert f"bad value for {arg.split('=')[0]}" in p.stderr
+
+
 # ----------------------------------------------------------- master_clients
 
 

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -73,6 +74,10 @@ static void usage(FILE *f, const char *name, const char *about, unsigned extra)
 		fprintf(f, "  --private-size B  private bytes per client thread\n");
 	if (extra & WL_OPT_VERIFY_STRIDE)
 		fprintf(f, "  --verify-stride N recompute every Nth result serially (1 = all)\n");
+	if (extra & WL_OPT_BURSTS)
+		fprintf(f, "  --bursts N        split each phase's pass into N pieces (default 1)\n"
+			   "  --sleep-us U      sleep U microseconds after each piece (default 0):\n"
+			   "                    the threads block and wake all the time\n");
 	if (extra & WL_OPT_PTRCHASE)
 		fprintf(f, "  --cpu-node N      run on the CPUs of node N\n"
 			   "  --mem-node N      place the chain on node N (mbind MPOL_BIND)\n"
@@ -119,7 +124,7 @@ int wl_parse(int argc, char **argv, const char *name, const char *about,
 {
 	enum { O_SIZE = 256, O_THREADS, O_ITERS, O_SEED, O_NOPLACE, O_SHARE,
 	       O_PRIVATE, O_VSTRIDE, O_CPUNODE, O_MEMNODE, O_SWEEP, O_PAIRS, O_NOHUGE,
-	       O_HELP };
+	       O_BURSTS, O_SLEEPUS, O_HELP };
 	static const struct option lo[] = {
 		{ "size", required_argument, NULL, O_SIZE },
 		{ "threads", required_argument, NULL, O_THREADS },
@@ -134,6 +139,8 @@ int wl_parse(int argc, char **argv, const char *name, const char *about,
 		{ "sweep", no_argument, NULL, O_SWEEP },
 		{ "pairs", required_argument, NULL, O_PAIRS },
 		{ "no-hugepage", no_argument, NULL, O_NOHUGE },
+		{ "bursts", required_argument, NULL, O_BURSTS },
+		{ "sleep-us", required_argument, NULL, O_SLEEPUS },
 		{ "help", no_argument, NULL, O_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -207,6 +214,19 @@ int wl_parse(int argc, char **argv, const char *name, const char *about,
 			else
 				o->hugepage = 0;
 			break;
+		case O_BURSTS:
+			if (!(extra & WL_OPT_BURSTS) || parse_int(optarg, 1, 1 << 20, &v))
+				bad = "--bursts";
+			else
+				o->bursts = (uint64_t)v;
+			break;
+		case O_SLEEPUS:
+			/* at most 1 s: a longer sleep is no longer a burst pattern */
+			if (!(extra & WL_OPT_BURSTS) || parse_int(optarg, 0, 1000000, &v))
+				bad = "--sleep-us";
+			else
+				o->sleep_us = (uint64_t)v;
+			break;
 		case O_HELP:
 			usage(stdout, name, about, extra);
 			*exit_code = WL_EX_OK;
@@ -271,6 +291,33 @@ int wl_count_tasks(void)
 			n++;
 	closedir(d);
 	return n;
+}
+
+void wl_burst(uint64_t lo, uint64_t hi, uint64_t b, uint64_t nb, uint64_t *blo,
+	      uint64_t *bhi)
+{
+	*blo = lo + (hi - lo) * b / nb;
+	*bhi = lo + (hi - lo) * (b + 1) / nb;
+}
+
+void wl_burst_sleep(const struct wl_opts *o)
+{
+	struct timespec ts = { .tv_sec = (time_t)(o->sleep_us / 1000000),
+			       .tv_nsec = (long)(o->sleep_us % 1000000) * 1000 };
+
+	if (!o->sleep_us)
+		return;
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+long wl_voluntary_switches(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru))
+		return -1;
+	return ru.ru_nvcsw;
 }
 
 void *wl_map(size_t bytes)

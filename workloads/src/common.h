@@ -40,6 +40,8 @@ struct wl_opts {
 	int npairs;		/* ptrchase --pairs: these pairs, one after another */
 	int pair_cpu[WL_MAX_PAIRS], pair_mem[WL_MAX_PAIRS];
 	int hugepage;		/* ptrchase: madvise(MADV_HUGEPAGE) */
+	uint64_t bursts;	/* leader_ft/perthread_ft: pieces per phase */
+	uint64_t sleep_us;	/* ... and the sleep after each piece */
 };
 
 /* Which workload-specific options a program accepts. */
@@ -48,6 +50,7 @@ enum {
 	WL_OPT_PRIVATE = 1 << 1,
 	WL_OPT_VERIFY_STRIDE = 1 << 2,
 	WL_OPT_PTRCHASE = 1 << 3,
+	WL_OPT_BURSTS = 1 << 4,
 };
 
 /* Parse argv into o (defaults must be preset); prints usage and returns
@@ -60,6 +63,17 @@ double wl_now(void);			/* CLOCK_MONOTONIC seconds */
 int wl_current_cpu_node(int *cpu, int *node);	/* getcpu(2) */
 int wl_count_tasks(void);		/* entries in /proc/self/task */
 pid_t wl_gettid(void);
+
+/* Blocking threads (--bursts/--sleep-us): a worker splits each phase's pass
+ * into o->bursts pieces and sleeps o->sleep_us after each one, so it blocks,
+ * its CPU may go idle, and the scheduler places it again at every wakeup:
+ * load that changes all the time, which is what inter-node balancing acts on.
+ * wl_burst() gives piece b of [lo, hi); wl_burst_sleep() sleeps (no-op at 0). */
+void wl_burst(uint64_t lo, uint64_t hi, uint64_t b, uint64_t nb, uint64_t *blo,
+	      uint64_t *bhi);
+void wl_burst_sleep(const struct wl_opts *o);
+/* Voluntary context switches of the whole process so far (getrusage). */
+long wl_voluntary_switches(void);
 
 /* Anonymous private mapping, not touched (first touch decides placement). */
 void *wl_map(size_t bytes);

@@ -27,6 +27,7 @@ struct shared {
 	uint64_t n;
 	int threads;
 	uint64_t iters;
+	const struct wl_opts *o;	/* --bursts, --sleep-us */
 	pthread_barrier_t start, go, phase;
 	struct wl_thread_rec *rec;
 	uint64_t *read_sums;	/* per worker */
@@ -47,7 +48,7 @@ static void *worker(void *p)
 {
 	struct warg *w = p;
 	struct shared *s = w->s;
-	uint64_t lo, hi, nlo, nhi, k, i, rsum = 0;
+	uint64_t lo, hi, nlo, nhi, k, i, b, blo, bhi, nb = s->o->bursts, rsum = 0;
 
 	wl_thread_start(&s->rec[w->id]);
 	chunk(s->n, w->id, s->threads, &lo, &hi);
@@ -56,13 +57,23 @@ static void *worker(void *p)
 	pthread_barrier_wait(&s->go);
 
 	for (k = 0; k < s->iters; k++) {
-		for (i = lo; i < hi; i++)
-			rsum += s->a[i];
-		for (i = nlo; i < nhi; i++)
-			rsum += s->a[i];
+		/* piece b of the own chunk, then piece b of the successor's */
+		for (b = 0; b < nb; b++) {
+			wl_burst(lo, hi, b, nb, &blo, &bhi);
+			for (i = blo; i < bhi; i++)
+				rsum += s->a[i];
+			wl_burst(nlo, nhi, b, nb, &blo, &bhi);
+			for (i = blo; i < bhi; i++)
+				rsum += s->a[i];
+			wl_burst_sleep(s->o);
+		}
 		pthread_barrier_wait(&s->phase);
-		for (i = lo; i < hi; i++)
-			s->a[i] = s->a[i] * WL_MUL + WL_ADD;
+		for (b = 0; b < nb; b++) {
+			wl_burst(lo, hi, b, nb, &blo, &bhi);
+			for (i = blo; i < bhi; i++)
+				s->a[i] = s->a[i] * WL_MUL + WL_ADD;
+			wl_burst_sleep(s->o);
+		}
 		pthread_barrier_wait(&s->phase);
 	}
 	s->read_sums[w->id] = rsum;
@@ -73,7 +84,7 @@ static void *worker(void *p)
 int main(int argc, char **argv)
 {
 	struct wl_opts o = { .size = 8 << 20, .threads = 2, .iters = 10, .seed = 1,
-			     .placement = 1 };
+			     .placement = 1, .bursts = 1 };
 	struct shared s;
 	struct warg *args;
 	struct wl_threads th;
@@ -85,7 +96,7 @@ int main(int argc, char **argv)
 	if (wl_parse(argc, argv, "leader_ft",
 		     "Leader first-touch: main thread initialises all shared data, "
 		     "workers read/write it.\n--size is the shared array (total).",
-		     0, &o, &rc))
+		     WL_OPT_BURSTS, &o, &rc))
 		return rc;
 
 	memset(&s, 0, sizeof(s));
@@ -96,6 +107,7 @@ int main(int argc, char **argv)
 	}
 	s.threads = o.threads;
 	s.iters = o.iters;
+	s.o = &o;
 	s.rec = calloc((size_t)o.threads, sizeof(*s.rec));
 	s.read_sums = calloc((size_t)o.threads, sizeof(uint64_t));
 	args = calloc((size_t)o.threads, sizeof(*args));
@@ -168,6 +180,9 @@ int main(int argc, char **argv)
 	wl_json_hex(&j, "read_expected", exp_reads);
 	wl_json_bool(&j, "verified", final == exp_final && reads == exp_reads);
 	wl_json_i64(&j, "leader_node", leader_node);
+	wl_json_u64(&j, "bursts", o.bursts);
+	wl_json_u64(&j, "sleep_us", o.sleep_us);
+	wl_json_i64(&j, "voluntary_switches", wl_voluntary_switches());
 	wl_json_threads(&j, s.rec, o.threads);
 	if (o.placement) {
 		wl_json_obj_begin(&j, "placement_end");

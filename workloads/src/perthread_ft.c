@@ -25,6 +25,7 @@ struct shared {
 	uint64_t share_n;	/* elements of the neighbour's block read */
 	int threads;
 	uint64_t iters, seed;
+	const struct wl_opts *o;	/* --bursts, --sleep-us */
 	pthread_barrier_t start, go, phase, placed;
 	struct wl_thread_rec *rec;
 	uint64_t *read_sums;
@@ -45,7 +46,7 @@ static void *worker(void *p)
 {
 	struct warg *w = p;
 	struct shared *s = w->s;
-	uint64_t *mine, *next, k, i, rsum = 0;
+	uint64_t *mine, *next, k, i, b, blo, bhi, nb = s->o->bursts, rsum = 0;
 
 	wl_thread_start(&s->rec[w->id]);
 	/* allocate and first-touch our own block on whatever node we run on */
@@ -66,13 +67,23 @@ static void *worker(void *p)
 	next = s->blk[(w->id + 1) % s->threads];
 
 	for (k = 0; k < s->iters; k++) {
-		for (i = 0; i < s->n; i++)
-			rsum += mine[i];
-		for (i = 0; i < s->share_n; i++)
-			rsum += next[i];
+		/* piece b of the own block, then piece b of the shared part */
+		for (b = 0; b < nb; b++) {
+			wl_burst(0, s->n, b, nb, &blo, &bhi);
+			for (i = blo; i < bhi; i++)
+				rsum += mine[i];
+			wl_burst(0, s->share_n, b, nb, &blo, &bhi);
+			for (i = blo; i < bhi; i++)
+				rsum += next[i];
+			wl_burst_sleep(s->o);
+		}
 		pthread_barrier_wait(&s->phase);
-		for (i = 0; i < s->n; i++)
-			mine[i] = mine[i] * WL_MUL + WL_ADD;
+		for (b = 0; b < nb; b++) {
+			wl_burst(0, s->n, b, nb, &blo, &bhi);
+			for (i = blo; i < bhi; i++)
+				mine[i] = mine[i] * WL_MUL + WL_ADD;
+			wl_burst_sleep(s->o);
+		}
 		pthread_barrier_wait(&s->phase);
 	}
 	s->read_sums[w->id] = rsum;
@@ -97,7 +108,7 @@ static void placement(struct wl_json *j, const char *key, const struct shared *s
 int main(int argc, char **argv)
 {
 	struct wl_opts o = { .size = 2 << 20, .threads = 2, .iters = 10, .seed = 1,
-			     .placement = 1, .share_pct = 12 };
+			     .placement = 1, .share_pct = 12, .bursts = 1 };
 	struct shared s;
 	struct warg *args;
 	struct wl_threads th;
@@ -111,7 +122,7 @@ int main(int argc, char **argv)
 		     "Per-thread first-touch: each worker allocates and initialises its own "
 		     "block,\nthen also reads part of its neighbour's.\n--size is each "
 		     "worker's block (per thread).",
-		     WL_OPT_SHARE, &o, &rc))
+		     WL_OPT_SHARE | WL_OPT_BURSTS, &o, &rc))
 		return rc;
 
 	memset(&s, 0, sizeof(s));
@@ -124,6 +135,7 @@ int main(int argc, char **argv)
 	s.threads = o.threads;
 	s.iters = o.iters;
 	s.seed = o.seed;
+	s.o = &o;
 	s.blk = calloc((size_t)o.threads, sizeof(*s.blk));
 	s.rec = calloc((size_t)o.threads, sizeof(*s.rec));
 	s.read_sums = calloc((size_t)o.threads, sizeof(uint64_t));
@@ -190,6 +202,9 @@ int main(int argc, char **argv)
 	wl_json_common(&j, "perthread_ft", &o, tasks, started, tq0 - t0, t2 - tq1,
 		       (tq0 - t0) + (t2 - tq1));
 	wl_json_u64(&j, "share_pct", o.share_pct);
+	wl_json_u64(&j, "bursts", o.bursts);
+	wl_json_u64(&j, "sleep_us", o.sleep_us);
+	wl_json_i64(&j, "voluntary_switches", wl_voluntary_switches());
 	wl_json_hex(&j, "checksum", final);
 	wl_json_hex(&j, "expected", exp_final);
 	wl_json_hex(&j, "read_checksum", reads);
