@@ -37,7 +37,14 @@ from .gem5stats import (
     roi_dump_index,
 )
 from .guest import parse_results_file
-from .metrics import SPEC_COLS, add_speedup, gem5_input_problems, gem5_metrics, guest_metrics
+from .metrics import (
+    JOB_OPTION_COLS,
+    SPEC_COLS,
+    add_speedup,
+    gem5_input_problems,
+    gem5_metrics,
+    guest_metrics,
+)
 
 RUN_COLS = [
     "run_id",
@@ -93,6 +100,11 @@ def read_frames(d: Path) -> Frames:
             got[name] = pd.read_parquet(p)
         except Exception as e:  # pyarrow raises its own types for a corrupt file
             raise FramesError(f"{p}: not a readable parquet file ({e})") from e
+    # frames kept before a spec column existed: the column, empty
+    for name in ("metrics", "runs"):
+        for c in SPEC_COLS:
+            if c not in got[name].columns:
+                got[name][c] = None
     return Frames(**got)
 
 
@@ -260,14 +272,15 @@ _NUMERIC_COLS = {
     "repeat",
     "numa_factor",
     "numa_balancing",
+    "warmup_s",
 }
 
 
 def point_value(point: dict[str, Any], col: str) -> Any:
-    """A spec column of a point: its field, or for pinning its job option."""
-    if col == "pinning":
+    """A spec column of a point: its field, or its job option (JOB_OPTION_COLS)."""
+    if col in JOB_OPTION_COLS:
         jo = point.get("job_options")
-        return jo.get("pinning") if isinstance(jo, dict) else None
+        return jo.get(col) if isinstance(jo, dict) else None
     return point.get(col)
 
 
@@ -354,6 +367,7 @@ def build_frames(
     for c in ("sockets", "cores_per_socket", "threads", "repeat"):
         metrics[c] = pd.to_numeric(metrics[c], downcast="integer")
     metrics["numa_factor"] = pd.to_numeric(metrics["numa_factor"], errors="coerce")
+    metrics["warmup_s"] = pd.to_numeric(metrics["warmup_s"], errors="coerce")
     metrics["value"] = metrics["value"].astype(float)
     metrics = add_speedup(metrics)
     runs_df = pd.DataFrame(runs, columns=RUN_COLS)

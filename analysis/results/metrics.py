@@ -493,7 +493,10 @@ SPEC_COLS = [
     "repeat",
     "kernel_variant",
     "pinning",  # job option (point.job_options), an axis for the positive control
+    "warmup_s",  # job option: timing-CPU warm-up before the ROI (gem5); apart, never averaged
 ]
+# The spec columns that are job options (point.job_options), not point fields.
+JOB_OPTION_COLS = ("pinning", "warmup_s")
 # Those that identify a configuration: everything but the treatment (policy and
 # NUMA balancing) and the repeat.
 CONFIG_COLS = [c for c in SPEC_COLS if c not in ("policy", "numa_balancing", "repeat")]

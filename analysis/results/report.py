@@ -34,10 +34,12 @@ from typing import Any
 import pandas as pd
 
 from ..sweep.backends import CAVEATS
+from ..sweep.spec import DEFAULT_WARMUP_S
 from . import finding, plots, run_cost
 from .daemons import daemon_section
 from .frames import Frames, build_frames, read_frames
 from .metrics import CONFIG_COLS, METRICS, summarize
+from .warmup import WARMUP_METRICS, warmup_effect
 
 PAPER = {"excl": 10.7, "mbplus": 11.1}
 # The paper the Fig. N views and the headline figures refer to; the report
@@ -120,6 +122,9 @@ def cfg_label(row: Any) -> str:
     s = f"{row.get('backend')} {shape} {lat} {row.get('mix')}"
     if "threads" in row and row.get("threads") is not None:
         s += f" t={row.get('threads')}"
+    w = row.get("warmup_s")
+    if isinstance(w, int | float) and not math.isnan(w) and w != DEFAULT_WARMUP_S:
+        s += f" warm-up {w:g} s"
     return s
 
 
@@ -271,12 +276,36 @@ def build(fr: Frames, title: str, inputs: list[Path]) -> list[Section]:
     ds = daemon_section(mx, runs)  # the user-level policies beside the kernel ones
     if ds is not None:
         secs.append(ds)
+    ws = warmup_section(mx)
+    if ws is not None:
+        secs.append(ws)
     cs = cost_section(runs, mx)
     if cs is not None:
         secs.append(cs)
     secs.append(definitions())
     secs.append(errors_section(fr))
     return secs
+
+
+def warmup_section(mx: pd.DataFrame) -> Section | None:
+    """The same point at different warm-ups (warmup.py), when the runs hold one."""
+    rows = warmup_effect(mx)
+    if not rows:
+        return None
+    s = Section("Warm-up effect")
+    s.paras.append(
+        "The same point run with different job.warmup_s (simulated seconds on the "
+        "timing CPU before the ROI starts; 0 = the ROI starts with the caches the "
+        "atomic boot left empty). Means over the runs; change against the longest warm-up."
+    )
+    table = [
+        [cfg_label(r.point) + f" {r.point.get('policy')}", _fmt(r.warmup_s), r.runs]
+        + [f"{_fmt(r.means[m])} ({r.change_pct[m]:+.1f} %)"
+           if not math.isnan(r.change_pct[m]) else _fmt(r.means[m]) for m in WARMUP_METRICS]
+        for r in rows
+    ]  # fmt: skip
+    s.items.append(Table(["point", "warm-up (s)", "runs", *WARMUP_METRICS], table))
+    return s
 
 
 def cost_section(runs: pd.DataFrame | None, mx: pd.DataFrame) -> Section | None:

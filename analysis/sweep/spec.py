@@ -172,6 +172,7 @@ _SECTIONS: dict[str, dict[str, Any]] = {
         "override": [],
     },
 }
+DEFAULT_WARMUP_S: float = _SECTIONS["job"]["warmup_s"]
 _AXIS_DEFAULTS: dict[str, list[Any]] = {
     "policy": ["default"],
     # kernel.numa_balancing for every policy but autonuma (which is default + 1):

@@ -20,9 +20,17 @@ import pytest
 from qemu_check import STAT_FIELDS
 
 from analysis.results.bench import make_tree, read_all
-from analysis.results.frames import SPEC_COLS, build_frames, find_runs
+from analysis.results.frames import (
+    JOB_OPTION_COLS,
+    SPEC_COLS,
+    build_frames,
+    find_runs,
+    read_frames,
+)
 from analysis.results.metrics import METRICS, summarize, t975
-from analysis.results.report import write_report
+from analysis.results.report import cfg_label, write_report, write_report_from_frames
+from analysis.results.warmup import warmup_effect
+from analysis.sweep.spec import DEFAULT_WARMUP_S
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 SWEEP = FIX / "sweep-quick"
@@ -52,7 +60,8 @@ def test_frame_is_tidy_with_spec_columns() -> None:
         rows = m[m["run_id"] == rid]
         # points before POINT_SCHEMA 2 carry no numa_balancing: autonuma had it on
         point.setdefault("numa_balancing", 1 if point["policy"] == "autonuma" else 0)
-        point["pinning"] = point["job_options"].get("pinning")  # a job option
+        for c in JOB_OPTION_COLS:  # job options, not point fields
+            point[c] = point["job_options"].get(c)
         for c in SPEC_COLS:
             vals = {None if pd.isna(v) else v for v in rows[c].astype(object)}
             assert vals == {point[c]}, c
@@ -259,3 +268,56 @@ def test_the_paper_comparison_says_which_conditions_fail() -> None:
     assert comparability(same, runs) == [PAPER_CONDITIONS[5]]
     mixed = runs.assign(program_kinds=["parsec", "parsec,workload", "parsec"])
     assert comparability(good, mixed) == [PAPER_CONDITIONS[3]]
+
+
+def test_warmups_stay_apart_and_the_report_compares_them(tmp_path: Path) -> None:
+    """Two runs of one point differing only in job.warmup_s are not averaged:
+    the frame carries warmup_s, and the report's warm-up table shows each
+    run's own elapsed time and the change against the longest warm-up."""
+    tree = tmp_path / "sweep"
+    shutil.copytree(SWEEP, tree)
+    runs = {}
+    for run in find_runs([tree]):
+        spec = json.loads((run / "spec.json").read_text())
+        runs[(spec["point"]["policy"], spec["point"]["repeat"])] = run
+    cold = runs[("default", 1)]
+    # the fixture predates job.warmup_s (qemu has none): give the two default runs one each
+    for run, w in ((cold, 0), (runs[("default", 0)], 0.01)):
+        spec = json.loads((run / "spec.json").read_text())
+        spec["point"]["job_options"]["warmup_s"] = w
+        (run / "spec.json").write_text(json.dumps(spec))
+    fr = build_frames([tree])
+    el = fr.metrics[(fr.metrics["metric"] == "elapsed_s") & (fr.metrics["entity_type"] == "mix")]
+    assert sorted(el[el["policy"] == "default"]["warmup_s"]) == [0.0, 0.01]
+    rows = warmup_effect(fr.metrics[fr.metrics["entity_type"] == "mix"])
+    assert [(r.point["policy"], r.warmup_s, r.runs) for r in rows] == [
+        ("default", 0.0, 1),
+        ("default", 0.01, 1),
+    ]
+    e0, e1 = elapsed(cold), elapsed(runs[("default", 0)])
+    assert rows[0].means["elapsed_s"] == pytest.approx(e0)
+    assert rows[0].change_pct["elapsed_s"] == pytest.approx((e0 / e1 - 1) * 100)
+    assert rows[1].change_pct["elapsed_s"] == 0
+    md = write_report([tree], tmp_path / "rep")["md"].read_text()
+    assert "## Warm-up effect" in md
+    assert re.search(r" default \| 0\.000 \| 1 \| [0-9.]+ \(-?[0-9.]+ %\)", md), md
+    # a label names a warm-up only when it is not the default
+    point = {"backend": "gem5", "sockets": 4, "cores_per_socket": 2, "numa_factor": 1.6}
+    assert "warm-up 0 s" in cfg_label({**point, "warmup_s": 0.0})
+    assert "warm-up" not in cfg_label({**point, "warmup_s": DEFAULT_WARMUP_S})
+    # the same tree without the change has no warm-up table
+    md2 = write_report([SWEEP], tmp_path / "rep2")["md"].read_text()
+    assert "Warm-up effect" not in md2
+
+
+def test_frames_kept_before_a_spec_column_still_report(tmp_path: Path) -> None:
+    fr = build_frames([SWEEP])
+    old = tmp_path / "frames"
+    old.mkdir()
+    fr.metrics.drop(columns=["warmup_s"]).to_parquet(old / "metrics.parquet", index=False)
+    fr.runs.drop(columns=["warmup_s"]).to_parquet(old / "runs.parquet", index=False)
+    fr.errors.to_parquet(old / "errors.parquet", index=False)
+    back = read_frames(old)
+    assert "warmup_s" in back.metrics.columns and back.metrics["warmup_s"].isna().all()
+    out = write_report_from_frames(old, tmp_path / "rep")
+    assert "Warm-up effect" not in out["md"].read_text()
