@@ -130,20 +130,25 @@ def gate(mx: pd.DataFrame) -> GateResult | None:
         mx = mx.assign(_machine=mx["_machine"] + " " + mx["mix"].astype(str))
     rows = []
     for (p, m_, r), g in mx.groupby([pol, "_machine", "repeat"], dropna=False, observed=True):
+        # the ROI's simulated length (gem5), so a failing scenario says how
+        # long a ROI would need to be at the same rate
+        roi = g[g["metric"] == "sim_seconds"]["value"]
+        roi_s = float(roi.iloc[0]) if len(roi) else math.nan
         if p == "default":
             vals = [g[g["metric"] == m]["value"] for m in BALANCE_XNODE]
             v = float(sum(x.sum() for x in vals)) if all(len(x) for x in vals) else math.nan
             rows.append((m_, p, r, "cross-node balancing migrations", v,
                          f">= {GATE_MIN_BALANCE_XNODE}",
-                         bool(v >= GATE_MIN_BALANCE_XNODE)))  # fmt: skip
+                         bool(v >= GATE_MIN_BALANCE_XNODE), roi_s))  # fmt: skip
         elif p in GATE_LEADER_POLICIES:
             for m in LEADER_COUNTERS:
                 x = g[g["metric"] == m]["value"]
                 v = float(x.sum()) if len(x) else math.nan
-                rows.append((m_, p, r, m, v, "> 0", bool(v > 0)))
+                rows.append((m_, p, r, m, v, "> 0", bool(v > 0), roi_s))
     df = pd.DataFrame(
-        rows, columns=["machine", "policy", "repeat", "check", "value", "needs", "ok"]
+        rows, columns=["machine", "policy", "repeat", "check", "value", "needs", "ok", "roi_s"]
     )
+    df["per_100ms"] = df["value"] / df["roi_s"] * 0.1
     reasons = [
         f"{x.policy} {x.machine} r{int(x.repeat)}: {x.check} = {x.value:g} (needs {x.needs})"
         for x in df[~df["ok"]].itertuples()

@@ -393,17 +393,37 @@ def finding_section(mx: pd.DataFrame, note: str) -> Section | None:
         )
         summ = (
             g.rows.groupby(["policy", "machine", "check"], observed=True)
-            .agg(runs=("ok", "size"), passed=("ok", "sum"), min=("value", "min"))
+            .agg(runs=("ok", "size"), passed=("ok", "sum"), min=("value", "min"),
+                 roi=("roi_s", "mean"), rate=("per_100ms", "mean"))
             .reset_index()
-        )
+        )  # fmt: skip
         s.items.append(
             Table(
-                ["policy", "machine", "check", "runs", "passed", "min value"],
                 [
-                    [r.policy, r.machine, r.check, int(r.runs), int(r.passed), _fmt(float(r.min))]
+                    "policy",
+                    "machine",
+                    "check",
+                    "runs",
+                    "passed",
+                    "min value",
+                    "ROI (s, mean)",
+                    "per 100 ms of ROI (mean)",
+                ],
+                [
+                    [
+                        r.policy,
+                        r.machine,
+                        r.check,
+                        int(r.runs),
+                        int(r.passed),
+                        _fmt(float(r.min)),
+                        _fmt(float(r.roi)),
+                        _fmt(float(r.rate)),
+                    ]
                     for r in summ.itertuples()
                 ],  # fmt: skip
-                "Gate checks per policy and machine (NUMA factor or link latency)",
+                "Gate checks per policy and machine (NUMA factor or link latency); the rate "
+                "says how long a ROI the same scenario would need (gem5: simulated seconds)",
             )
         )
     if not imp.empty:

@@ -88,6 +88,19 @@ def test_gate_passes_and_fails_on_each_check() -> None:
     assert finding.gate(pd.DataFrame([row("stock", 1.6, 0, "elapsed_s", 1.0)])) is None
 
 
+def test_gate_rows_carry_the_roi_and_the_rate_per_100_ms() -> None:
+    fr = gate_frame(25.0, 3.0, 2.0)  # 25 + 5 = 30 per run
+    roi = [row("default", 1.6, rep, "sim_seconds", 0.06) for rep in range(2)]
+    g = finding.gate(pd.concat([fr, pd.DataFrame(roi)], ignore_index=True))
+    assert g is not None and not g.passed
+    d = g.rows[g.rows["policy"] == "default"]
+    assert d["roi_s"].tolist() == [0.06, 0.06]
+    assert [round(v, 6) for v in d["per_100ms"]] == [50.0, 50.0]
+    # without the ROI length (qemu runs) the rate is unknown, not zero
+    g = finding.gate(fr)
+    assert g is not None and g.rows["per_100ms"].isna().all()
+
+
 def test_improvement_per_factor_is_paired_and_flags_what_clears_its_interval() -> None:
     rows = []
     for rep, (t_stock, t_excl, t_mb) in enumerate(((10.0, 9.0, 10.1), (12.0, 10.8, 11.7),
