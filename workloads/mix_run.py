@@ -21,6 +21,7 @@ import tarfile
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
+import mix_schedstat
 import parsec_catalog
 from mix_handback import Writer, collect_outputs, complete_records
 from mix_job import SCHEMA
@@ -37,6 +38,7 @@ from mix_placement import node_cpus, node_distances, plan_programs
 from mix_sysctl import (
     NUMAB_SYSCTL,
     POLICY_SYSCTL,
+    SCHEDSTATS_SYSCTL,
     read_sysctl,
     restore_sched_domain,
     set_sched_domain,
@@ -66,6 +68,7 @@ def run_mix(
     sys_root: str = "/sys",
     bin_dirs: Optional[List[str]] = None,
     roi: Optional[List[str]] = None,
+    schedstat: str = mix_schedstat.SCHEDSTAT,
 ) -> int:
     """ROI: when given (``[M5, OPTIONS..., ID]``), ``M5 OPTIONS workbegin|workend
     ID 0`` run right before
@@ -88,6 +91,9 @@ def run_mix(
         NUMAB_SYSCTL,
         None if job["numa_balancing"] is None else str(job["numa_balancing"]),
     )
+    # the kernel's balancing statistics (mix_schedstat): a diagnostic, so a
+    # kernel without them runs anyway and the record says so
+    sst = set_sysctl(sysctl_root, SCHEDSTATS_SYSCTL, "1")
     for rec in (pol, nb):
         if rec["status"] in ("error", "mismatch"):
             errors.append(f"{rec['name']}: {rec['status']} {rec.get('error', '')}".strip())
@@ -123,6 +129,7 @@ def run_mix(
             "distances": {str(n): d for n, d in sorted(node_distances(sys_root).items())},
             "policy": dict(pol, requested_name=job["policy_requested"]),
             "numa_balancing": nb,
+            "sched_schedstats": sst,
             "sched_domain": {k: v for k, v in dom.items() if k != "before"},
             "pinning": job["pinning"],
             "pin_threads": job["pin_threads"],
@@ -162,6 +169,8 @@ def run_mix(
     vm0 = parse_kv_numbers(read_text("/proc/vmstat"))
     ns0 = numastat(sys_root)
     lb0 = read_text(lb_stats)
+    ss_names = mix_schedstat.domain_names(sys_root)
+    ss0 = mix_schedstat.snapshot(schedstat)
 
     # 4. start everything together: each program is forked and blocked on its
     #    own gate pipe before exec; the runner opens the gates (seeded offsets)
@@ -177,6 +186,7 @@ def run_mix(
     vm1 = parse_kv_numbers(read_text("/proc/vmstat"))
     ns1 = numastat(sys_root)
     lb1 = read_text(lb_stats)
+    ss1 = mix_schedstat.snapshot(schedstat)
     pol_end = read_sysctl(sysctl_root, POLICY_SYSCTL)
     nb_end = read_sysctl(sysctl_root, NUMAB_SYSCTL)
     if pol["status"] == "set" and pol_end != pol["in_force"]:
@@ -191,7 +201,7 @@ def run_mix(
     if job["restore_sysctls"]:
         if dom["status"] != "untouched":
             restored["sched_domain"] = restore_sched_domain(dom)
-        for rec, path in ((pol, POLICY_SYSCTL), (nb, NUMAB_SYSCTL)):
+        for rec, path in ((pol, POLICY_SYSCTL), (nb, NUMAB_SYSCTL), (sst, SCHEDSTATS_SYSCTL)):
             if rec["status"] == "set" and rec["before"] is not None:
                 restored[rec["name"]] = set_sysctl(sysctl_root, path, rec["before"])["status"]
 
@@ -219,6 +229,7 @@ def run_mix(
             "vmstat_delta": delta(vm0, vm1),
             "numastat_delta": delta(ns0, ns1),
             "sched_numa_lb_stats": lb_rec,
+            "schedstat": mix_schedstat.record(ss0, ss1, ss_names),
             "samples": status["samples"],
             "roi": status["roi"],
             "start_jitter": status["start_jitter"],

@@ -15,6 +15,9 @@ from mix_metrics import read_text
 
 POLICY_SYSCTL = "kernel/sched_numa_lb_policy"
 NUMAB_SYSCTL = "kernel/numa_balancing"
+# /proc/schedstat counts only while this is 1 (CONFIG_SCHEDSTATS is a static
+# key, off by default); on for every run, every policy alike
+SCHEDSTATS_SYSCTL = "kernel/sched_schedstats"
 
 
 def read_sysctl(root: str, name: str) -> Optional[str]:

@@ -68,6 +68,14 @@ lb_<counter>         delta of the patch's /proc/sched_numa_lb_stats counter (e.g
                      selection), summed over policies' rows; lb_pass_max_ns is
                      the longest cross-node pass since boot (a maximum over the
                      rows at run end, not a delta).
+schedstat_numa_*     the stock kernel's /proc/schedstat (CONFIG_SCHEDSTATS) for the
+                     NUMA domain level, delta over the run summed over CPUs:
+                     _passes load_balance() calls at that level (all idle types),
+                     _passes_newidle those from a CPU going idle, _balanced passes
+                     that found the nodes balanced, _no_busiest no busiest group,
+                     _failed passes that found an imbalance and moved nothing,
+                     _gained tasks pulled, _active_pushed tasks pushed by active
+                     balancing, _wake_affine wake-ups moved to the waker's CPU.
 page_faults          mix: /proc/vmstat pgfault delta (whole guest); when the kernel has
                      no VM event counters (pgfault absent), the sum of the programs'
                      values. program: rusage minflt + majflt of the program (children
@@ -168,6 +176,14 @@ _M = [
     Metric("page_migrations_program", "", "page migrations by NUMA balancing (kernel)", "lower"),
     Metric("cross_node_migrations_sampled", "", "cross-node migrations (sampled)", "lower"),
     Metric("lb_migrated", "", "cross-node migrations (balancer)", "lower"),
+    Metric("schedstat_numa_passes", "", "NUMA-level balancing passes (schedstat)", ""),
+    Metric("schedstat_numa_passes_newidle", "", "... from a CPU going idle", ""),
+    Metric("schedstat_numa_balanced", "", "... that found the nodes balanced", ""),
+    Metric("schedstat_numa_no_busiest", "", "... that found no busiest group", ""),
+    Metric("schedstat_numa_failed", "", "... that found imbalance, moved nothing", ""),
+    Metric("schedstat_numa_gained", "", "tasks pulled at the NUMA level", ""),
+    Metric("schedstat_numa_active_pushed", "", "tasks pushed by active balance (NUMA)", ""),
+    Metric("schedstat_numa_wake_affine", "", "wake-ups moved to the waker (NUMA)", ""),
     Metric("page_faults", "", "page faults", "lower"),
     Metric("major_faults", "", "major page faults", "lower"),
     Metric("page_migrations", "", "page migrations", "lower"),
@@ -230,6 +246,8 @@ def guest_metrics(g: GuestResults, mix: str) -> list[Row]:
         pm = _f(vm.get("numa_pages_migrated"))
     if pm is not None:
         rows.append(("mix", mix, "page_migrations", pm))
+    for k, v in schedstat_numa(end.get("schedstat") or {}).items():
+        rows.append(("mix", mix, k, v))
     lb = end.get("sched_numa_lb_stats") or {}
     if lb.get("status") == "present":
         for k, v in lb_counters(lb).items():
@@ -305,6 +323,33 @@ def guest_metrics(g: GuestResults, mix: str) -> list[Row]:
     if rr is not None:
         rows.append(("mix", mix, "remote_ratio_guest", rr))
     return rows
+
+
+# schedstat metric -> (counter prefix summed over idle types, or a full name)
+SCHEDSTAT_NUMA = {
+    "schedstat_numa_passes": ("lb_count_",),
+    "schedstat_numa_passes_newidle": ("lb_count_newidle",),
+    "schedstat_numa_balanced": ("lb_balanced_",),
+    "schedstat_numa_no_busiest": ("lb_nobusyg_",),
+    "schedstat_numa_failed": ("lb_failed_",),
+    "schedstat_numa_gained": ("lb_gained_",),
+    "schedstat_numa_active_pushed": ("alb_pushed",),
+    "schedstat_numa_wake_affine": ("ttwu_move_affine",),
+}
+
+
+def schedstat_numa(rec: dict[str, Any]) -> dict[str, float]:
+    """The NUMA level's schedstat deltas (the run_end "schedstat" record of
+    workloads/mix_schedstat.py) as metrics; {} when the guest had none."""
+    d = (rec.get("delta") or {}).get("NUMA") if rec.get("status") == "present" else None
+    if not isinstance(d, dict):
+        return {}
+    out: dict[str, float] = {}
+    for metric, (prefix,) in SCHEDSTAT_NUMA.items():
+        vals = [v for k, v in d.items() if k.startswith(prefix) and isinstance(v, int | float)]
+        if vals:
+            out[metric] = float(sum(vals))
+    return out
 
 
 def lb_counters(lb: dict[str, Any]) -> dict[str, float]:

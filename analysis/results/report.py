@@ -345,6 +345,10 @@ FINDING_METRICS = (
     "lb_skipped_leader_src",
     "lb_picked_none",
     "lb_active_moved",
+    "schedstat_numa_passes",
+    "schedstat_numa_passes_newidle",
+    "schedstat_numa_balanced",
+    "schedstat_numa_gained",
 )
 
 
