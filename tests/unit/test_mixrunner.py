@@ -68,13 +68,16 @@ def small_job(**kw: Any) -> dict[str, Any]:
                 "name": "lft",
                 "workload": "leader_ft",
                 "threads": 2,
-                "args": ["--size=4M", "--iters=40"],
+                # the sleeps keep the workers alive >= 160 ms however fast
+                # the host, so the 10 ms sampler sees them even under load (a
+                # 43 ms run was missed on a loaded host, 2026-11-24)
+                "args": ["--size=4M", "--iters=40", "--sleep-us=2000"],
             },
             {
                 "name": "mc",
                 "workload": "master_clients",
                 "threads": 2,
-                "args": ["--size=2M", "--iters=40"],
+                "args": ["--size=2M", "--iters=400"],  # ~170 ms on an idle host
             },
         ],
     }
