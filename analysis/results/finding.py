@@ -61,12 +61,21 @@ def machines(mx: pd.DataFrame) -> list[str]:
     ]
 
 
+def machines_with_mix(mx: pd.DataFrame) -> list[str]:
+    """machines(), plus the mix when the rows hold several (a pilot and its
+    variants): their runs must not be averaged together."""
+    labels = machines(mx)
+    if "mix" in mx.columns and mx["mix"].astype(str).nunique() > 1:
+        labels = [f"{m} {x}" for m, x in zip(labels, mx["mix"].astype(str), strict=True)]
+    return labels
+
+
 def machine_order(label: str) -> tuple[int, float]:
     """Sort key of a machine_label: factors first, then links, each numerically."""
     if label.startswith("f="):
-        return (0, _link_cycles(label[2:]))
+        return (0, _link_cycles(label[2:].split(" ")[0]))
     if label.startswith("link "):
-        return (1, _link_cycles(label[5:]))
+        return (1, _link_cycles(label[5:].split(" ")[0]))
     return (2, math.nan)
 
 
@@ -124,10 +133,8 @@ def gate(mx: pd.DataFrame) -> GateResult | None:
     have = set(pol)
     if "default" not in have and not have & set(GATE_LEADER_POLICIES):
         return None
-    mx = mx.assign(_machine=machines(mx))
     # one row per run: a sweep may hold several mixes (a pilot and its variant)
-    if "mix" in mx.columns and mx["mix"].astype(str).nunique() > 1:
-        mx = mx.assign(_machine=mx["_machine"] + " " + mx["mix"].astype(str))
+    mx = mx.assign(_machine=machines_with_mix(mx))
     rows = []
     for (p, m_, r), g in mx.groupby([pol, "_machine", "repeat"], dropna=False, observed=True):
         # the ROI's simulated length (gem5), so a failing scenario says how

@@ -452,7 +452,9 @@ def finding_section(mx: pd.DataFrame, note: str) -> Section | None:
     have = [m for m in FINDING_METRICS if m in set(mx["metric"].astype(str))]
     if have:
         sub = mx[mx["metric"].isin(have)]
-        t = summarize(sub.assign(machine=finding.machines(sub)), ["policy", "machine", "metric"])
+        t = summarize(
+            sub.assign(machine=finding.machines_with_mix(sub)), ["policy", "machine", "metric"]
+        )
         rows = []
         for (pol, m_), gg in t.groupby(["policy", "machine"], dropna=False, observed=True):
             vals = dict(zip(gg["metric"].astype(str), gg["mean"], strict=False))

@@ -172,3 +172,16 @@ def test_improvement_keeps_machines_given_by_link_latency_apart() -> None:
     text = finding.conclusion(imp, None, None)
     assert any(t.startswith("excl at link 60: +") for t in text)
     assert any(t.startswith("excl at link 150: +") for t in text)
+
+
+def test_machine_labels_name_the_mix_only_when_there_are_several() -> None:
+    one = pd.DataFrame([{**row("default", math.nan, 0, "ipc", 1.0), "link_latency": "150"}])
+    assert finding.machines_with_mix(one) == ["link 150"]
+    two = pd.DataFrame(
+        [{**row("default", math.nan, 0, "ipc", 1.0), "link_latency": ll, "mix": mx}
+         for ll, mx in (("150", "lb3"), ("60", "lb3-block64"))]
+    )  # fmt: skip
+    labels = finding.machines_with_mix(two)
+    assert labels == ["link 150 lb3", "link 60 lb3-block64"]
+    # sorted by the link's cycles, not as strings
+    assert sorted(labels, key=finding.machine_order) == ["link 60 lb3-block64", "link 150 lb3"]
