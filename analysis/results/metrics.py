@@ -325,16 +325,16 @@ def guest_metrics(g: GuestResults, mix: str) -> list[Row]:
     return rows
 
 
-# schedstat metric -> (counter prefix summed over idle types, or a full name)
+# schedstat metric -> counter prefix, summed over the idle types (or one full name)
 SCHEDSTAT_NUMA = {
-    "schedstat_numa_passes": ("lb_count_",),
-    "schedstat_numa_passes_newidle": ("lb_count_newidle",),
-    "schedstat_numa_balanced": ("lb_balanced_",),
-    "schedstat_numa_no_busiest": ("lb_nobusyg_",),
-    "schedstat_numa_failed": ("lb_failed_",),
-    "schedstat_numa_gained": ("lb_gained_",),
-    "schedstat_numa_active_pushed": ("alb_pushed",),
-    "schedstat_numa_wake_affine": ("ttwu_move_affine",),
+    "schedstat_numa_passes": "lb_count_",
+    "schedstat_numa_passes_newidle": "lb_count_newidle",
+    "schedstat_numa_balanced": "lb_balanced_",
+    "schedstat_numa_no_busiest": "lb_nobusyg_",
+    "schedstat_numa_failed": "lb_failed_",
+    "schedstat_numa_gained": "lb_gained_",
+    "schedstat_numa_active_pushed": "alb_pushed",
+    "schedstat_numa_wake_affine": "ttwu_move_affine",
 }
 
 
@@ -345,7 +345,7 @@ def schedstat_numa(rec: dict[str, Any]) -> dict[str, float]:
     if not isinstance(d, dict):
         return {}
     out: dict[str, float] = {}
-    for metric, (prefix,) in SCHEDSTAT_NUMA.items():
+    for metric, prefix in SCHEDSTAT_NUMA.items():
         vals = [v for k, v in d.items() if k.startswith(prefix) and isinstance(v, int | float)]
         if vals:
             out[metric] = float(sum(vals))
