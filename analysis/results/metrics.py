@@ -131,6 +131,28 @@ KERNEL_MIGRATION_METRICS = {
     "numa_pages_migrated": "page_migrations_program",
 }
 
+# thread_records field (workloads/src/common.c, the kernel's per-task schedstat
+# at each worker's end, every domain level) -> metric; -1 = not printed
+THREAD_SCHEDSTAT_METRICS = {
+    "failed_hot": "thread_refused_hot",
+    "failed_running": "thread_refused_running",
+    "failed_affine": "thread_refused_affine",
+    "forced": "thread_forced_hot",
+}
+
+
+def thread_schedstat(result: Any) -> dict[str, float]:
+    """A program's worker threads' refusal counters summed, {} when the kernel
+    printed none (schedstats off, or a program without thread records)."""
+    recs = result.get("thread_records") if isinstance(result, dict) else None
+    out: dict[str, float] = {}
+    for r in recs if isinstance(recs, list) else []:
+        for key, metric in THREAD_SCHEDSTAT_METRICS.items():
+            v = _f(r.get(key)) if isinstance(r, dict) else None
+            if v is not None and v >= 0:
+                out[metric] = out.get(metric, 0.0) + v
+    return out
+
 
 @dataclass(frozen=True)
 class Metric:
@@ -184,6 +206,10 @@ _M = [
     Metric("schedstat_numa_gained", "", "tasks pulled at the NUMA level", ""),
     Metric("schedstat_numa_active_pushed", "", "tasks pushed by active balance (NUMA)", ""),
     Metric("schedstat_numa_wake_affine", "", "wake-ups moved to the waker (NUMA)", ""),
+    Metric("thread_refused_hot", "", "balancer refusals: cache-hot (worker threads)", ""),
+    Metric("thread_refused_running", "", "balancer refusals: running (worker threads)", ""),
+    Metric("thread_refused_affine", "", "balancer refusals: affinity (worker threads)", ""),
+    Metric("thread_forced_hot", "", "cache-hot moved anyway (worker threads)", ""),
     Metric("page_faults", "", "page faults", "lower"),
     Metric("major_faults", "", "major page faults", "lower"),
     Metric("page_migrations", "", "page migrations", "lower"),
@@ -271,6 +297,7 @@ def guest_metrics(g: GuestResults, mix: str) -> list[Row]:
     sampled_total = 0.0
     have_sampled = False
     kernel_totals: dict[str, float] = {}
+    refused_totals: dict[str, float] = {}
     for p in g.programs:
         name = str(p.get("name"))
         # a background program (load for the others) runs until it is stopped: not timed
@@ -281,6 +308,9 @@ def guest_metrics(g: GuestResults, mix: str) -> list[Row]:
         if mn is not None and mj is not None:
             rows.append(("program", name, "page_faults", mn + mj))
             rows.append(("program", name, "major_faults", mj))
+        for metric, v in thread_schedstat(p.get("result")).items():
+            rows.append(("program", name, metric, v))
+            refused_totals[metric] = refused_totals.get(metric, 0.0) + v
         tgs = by_prog.get(name, [])
         km = p.get("kernel_migrations")
         nr = [_f(t.get("nr_migrations")) for t in tgs]
@@ -317,6 +347,8 @@ def guest_metrics(g: GuestResults, mix: str) -> list[Row]:
             rows.append(("mix", mix, metric, v))
     if have_sampled:
         rows.append(("mix", mix, "task_migrations_sampled", sampled_total))
+    for metric, v in refused_totals.items():
+        rows.append(("mix", mix, metric, v))
     if g.thread_groups:
         rows.append(("mix", mix, "cross_node_migrations_sampled", cross_total))
     rr = remote_ratio_guest(g.thread_groups)

@@ -349,6 +349,9 @@ FINDING_METRICS = (
     "schedstat_numa_passes_newidle",
     "schedstat_numa_balanced",
     "schedstat_numa_gained",
+    "thread_refused_hot",
+    "thread_refused_running",
+    "thread_forced_hot",
 )
 
 

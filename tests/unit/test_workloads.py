@@ -191,6 +191,34 @@ def test_perthread_ft_placement_follows_each_worker(wlbuild: Path) -> None:
         check_region(d["placement_init"][f"block{t}"], size, ftn)
 
 
+SCHED_COUNTERS = {
+    "nr_migrations": "se.nr_migrations",
+    "failed_affine": "nr_failed_migrations_affine",
+    "failed_running": "nr_failed_migrations_running",
+    "failed_hot": "nr_failed_migrations_hot",
+    "forced": "nr_forced_migrations",
+}
+
+
+@pytest.mark.parametrize("prog", ["leader_ft", "perthread_ft", "ptrchase"])
+def test_thread_records_carry_the_kernels_balancing_counters(wlbuild: Path, prog: str) -> None:
+    """Each worker reads its own /proc/thread-self/sched at its end: a counter
+    this kernel prints (the refusals only with kernel.sched_schedstats=1) is a
+    count, one it does not print is -1, never a made-up 0."""
+    p = Path("/proc/thread-self/sched")
+    printed = p.read_text() if p.exists() else ""
+    args = ["--size=256K", "--threads=2"] + (["--iters=1"] if prog != "ptrchase" else [])
+    d = run(wlbuild, prog, *args)
+    recs = d["thread_records"]
+    assert recs
+    for r in recs:
+        for key, name in SCHED_COUNTERS.items():
+            if f"{name} " in printed:
+                assert isinstance(r[key], int) and r[key] >= 0, (key, r)
+            else:
+                assert r[key] == -1, (key, r)
+
+
 # ------------------------------------------------- blocking threads (bursts)
 
 

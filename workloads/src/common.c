@@ -373,12 +373,48 @@ void wl_thread_start(struct wl_thread_rec *r)
 	r->cpu_start = r->node_start = -1;
 	r->cpu_end = r->node_end = -1;
 	r->first_touch_node = -1;
+	r->nr_migrations = r->failed_affine = r->failed_running = -1;
+	r->failed_hot = r->forced = -1;
 	wl_current_cpu_node(&r->cpu_start, &r->node_start);
+}
+
+/* "name   :   value" lines of /proc/thread-self/sched; -1 when absent */
+static void wl_sched_counters(struct wl_thread_rec *r)
+{
+	static const struct {
+		const char *name;
+		size_t off;
+	} keys[] = {
+		{ "se.nr_migrations", offsetof(struct wl_thread_rec, nr_migrations) },
+		{ "nr_failed_migrations_affine", offsetof(struct wl_thread_rec, failed_affine) },
+		{ "nr_failed_migrations_running", offsetof(struct wl_thread_rec, failed_running) },
+		{ "nr_failed_migrations_hot", offsetof(struct wl_thread_rec, failed_hot) },
+		{ "nr_forced_migrations", offsetof(struct wl_thread_rec, forced) },
+	};
+	char line[256], name[128];
+	long val;
+	size_t k;
+	FILE *f;
+
+	for (k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
+		*(long *)((char *)r + keys[k].off) = -1;
+	f = fopen("/proc/thread-self/sched", "r");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%127s : %ld", name, &val) != 2)
+			continue;
+		for (k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
+			if (!strcmp(name, keys[k].name))
+				*(long *)((char *)r + keys[k].off) = val;
+	}
+	fclose(f);
 }
 
 void wl_thread_end(struct wl_thread_rec *r)
 {
 	wl_current_cpu_node(&r->cpu_end, &r->node_end);
+	wl_sched_counters(r);
 }
 
 int wl_threads_start(struct wl_threads *th, int n, void *(*fn)(void *),
@@ -532,9 +568,13 @@ void wl_json_threads(struct wl_json *j, const struct wl_thread_rec *r, int n)
 	wl_json_raw(j, "[");
 	for (i = 0; i < n; i++)
 		wl_json_raw(j, "%s{\"tid\":%d,\"cpu_start\":%d,\"node_start\":%d,"
-			    "\"cpu_end\":%d,\"node_end\":%d,\"first_touch_node\":%d}",
+			    "\"cpu_end\":%d,\"node_end\":%d,\"first_touch_node\":%d,"
+			    "\"nr_migrations\":%ld,\"failed_affine\":%ld,"
+			    "\"failed_running\":%ld,\"failed_hot\":%ld,\"forced\":%ld}",
 			    i ? "," : "", (int)r[i].tid, r[i].cpu_start, r[i].node_start,
-			    r[i].cpu_end, r[i].node_end, r[i].first_touch_node);
+			    r[i].cpu_end, r[i].node_end, r[i].first_touch_node,
+			    r[i].nr_migrations, r[i].failed_affine, r[i].failed_running,
+			    r[i].failed_hot, r[i].forced);
 	wl_json_raw(j, "]");
 }
 

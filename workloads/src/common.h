@@ -91,6 +91,12 @@ struct wl_thread_rec {
 	int cpu_start, node_start;
 	int cpu_end, node_end;
 	int first_touch_node;	/* node the thread ran on while touching its data */
+	/* The kernel's own balancing counters for this thread at its end
+	 * (/proc/thread-self/sched, CONFIG_SCHED_DEBUG): migrations, and the
+	 * candidates can_migrate_task() refused by reason, which 6.1 prints
+	 * only while kernel.sched_schedstats=1. -1 when not printed. */
+	long nr_migrations;
+	long failed_affine, failed_running, failed_hot, forced;
 };
 
 void wl_thread_start(struct wl_thread_rec *r);	/* call first in a worker */
