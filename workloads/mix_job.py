@@ -139,13 +139,18 @@ def load_job(job: Dict[str, Any]) -> Dict[str, Any]:
 
 def sched_domain_settings(d: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     """{"level": "NUMA", "busy_factor": 1, "min_interval": 4, ...}: knobs of
-    the named sched-domain level (debugfs), positive integers; None: untouched."""
+    the named sched-domain level (debugfs), positive integers, and the one
+    global knob of the balancer's time scale, migration_cost_ns (a task that
+    ran within it is cache-hot and stays), 0..500000000; None: untouched."""
     if d is None:
         return None
     knobs = ("busy_factor", "min_interval", "max_interval", "imbalance_pct")
-    unknown = set(d) - set(knobs) - {"level"}
+    unknown = set(d) - set(knobs) - {"level", "migration_cost_ns"}
     if unknown:
-        raise JobError(f"sched_domain: unknown keys {sorted(unknown)} (allowed: level, {knobs})")
+        raise JobError(
+            f"sched_domain: unknown keys {sorted(unknown)} "
+            f"(allowed: level, {', '.join(knobs)}, migration_cost_ns)"
+        )
     level = d.get("level", "NUMA")
     if not isinstance(level, str) or not re.match(r"^[A-Z]{2,8}$", level):
         raise JobError(f"sched_domain.level must be a domain name such as NUMA, got {level!r}")
@@ -156,6 +161,13 @@ def sched_domain_settings(d: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any
             if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 100000:
                 raise JobError(f"sched_domain.{k} must be an integer in 1..100000, got {v!r}")
             out[k] = v
+    if "migration_cost_ns" in d:
+        v = d["migration_cost_ns"]
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 500000000:
+            raise JobError(
+                f"sched_domain.migration_cost_ns must be an integer in 0..500000000, got {v!r}"
+            )
+        out["migration_cost_ns"] = v
     if len(out) == 1:
         raise JobError("sched_domain names no knob")
     if out.get("min_interval", 1) > out.get("max_interval", 100000):

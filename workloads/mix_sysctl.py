@@ -54,54 +54,73 @@ def set_sysctl(root: str, name: str, value: Optional[str]) -> Dict[str, Any]:
 
 # Scheduler-domain knobs (debugfs, CONFIG_SCHED_DEBUG): the balancing
 # intervals a study may scale with its ROI (docs/DESIGN.md, "Time scale").
-SCHED_DOMAINS = "kernel/debug/sched/domains"
+SCHED_DEBUG = "kernel/debug/sched"
+SCHED_DOMAINS = SCHED_DEBUG + "/domains"
 DOMAIN_KNOBS = ("busy_factor", "min_interval", "max_interval", "imbalance_pct")
+# ... and the global one: a task that ran within it is cache-hot (task_hot())
+GLOBAL_KNOBS = ("migration_cost_ns",)
 
 
-def domain_dirs(sys_root: str, level: str) -> List[str]:
-    """cpuN/domainM directories whose sched domain is named @level (e.g. NUMA)."""
+def domain_names(sys_root: str) -> Dict[str, str]:
+    """{"cpuN/domainM": level name (MC, NUMA, ...)} from debugfs; empty when it
+    is not mounted. The one walk of the domain tree (knobs and schedstat)."""
     base = os.path.join(sys_root, SCHED_DOMAINS)
-    out = []  # type: List[str]
+    out = {}  # type: Dict[str, str]
     try:
         cpus = sorted(os.listdir(base))
     except OSError:
         return out
     for cpu in cpus:
-        cdir = os.path.join(base, cpu)
         try:
-            doms = sorted(os.listdir(cdir))
+            doms = sorted(os.listdir(os.path.join(base, cpu)))
         except OSError:
             continue
         for dom in doms:
-            d = os.path.join(cdir, dom)
-            if (read_text(os.path.join(d, "name")) or "").strip() == level:
-                out.append(d)
+            name = read_text(os.path.join(base, cpu, dom, "name"))
+            if name is not None:
+                out[f"{cpu}/{dom}"] = name.strip()
     return out
 
 
-def set_sched_domain(sys_root: str, settings: Optional[Dict[str, Any]]) -> Dict[str, Any]:
-    """Write @settings' knobs into every domain of its level, read them back.
+def domain_dirs(sys_root: str, level: str) -> List[str]:
+    """cpuN/domainM directories whose sched domain is named @level (e.g. NUMA)."""
+    base = os.path.join(sys_root, SCHED_DOMAINS)
+    return [os.path.join(base, d) for d, name in domain_names(sys_root).items() if name == level]
 
-    The record keeps each domain's previous values (to restore them) and the
+
+def set_sched_domain(sys_root: str, settings: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    """Write @settings' knobs into every domain of its level (and the global
+    ones into debugfs' sched directory), read them back.
+
+    The record keeps each file's previous value (to restore it) and the
     distinct values in force after the write."""
     rec = {"requested": settings}  # type: Dict[str, Any]
     if not settings:
         rec["status"] = "untouched"
         return rec
-    dirs = domain_dirs(sys_root, settings["level"])
-    rec["domains"] = len(dirs)
-    if not dirs:
-        rec["status"] = "absent"
-        return rec
+    targets = []  # type: List[Any]
+    dom_knobs = [k for k in DOMAIN_KNOBS if k in settings]
+    if dom_knobs:
+        dirs = domain_dirs(sys_root, settings["level"])
+        rec["domains"] = len(dirs)
+        if not dirs:
+            rec["status"] = "absent"
+            return rec
+        targets += [(d, dom_knobs) for d in dirs]
+    glob_knobs = [k for k in GLOBAL_KNOBS if k in settings]
+    if glob_knobs:
+        targets.append((os.path.join(sys_root, SCHED_DEBUG), glob_knobs))
     before = {}  # type: Dict[str, Dict[str, str]]
     errors = []  # type: List[str]
-    for d in dirs:
+    for d, knobs in targets:
         before[d] = {}
-        for knob in DOMAIN_KNOBS:
-            if knob not in settings:
-                continue
+        for knob in knobs:
             path = os.path.join(d, knob)
-            before[d][knob] = (read_text(path) or "").strip()
+            old = read_text(path)
+            if old is None:
+                errors.append(f"{path}: absent")
+                continue
+            before[d][knob] = old.strip()
             try:
                 with open(path, "w") as f:
                     f.write(f"{settings[knob]}\n")
@@ -109,14 +128,14 @@ def set_sched_domain(sys_root: str, settings: Optional[Dict[str, Any]]) -> Dict[
                 errors.append(f"{path}: {e}")
     rec["before"] = before
     after = {}  # type: Dict[str, List[str]]
-    for d in dirs:
+    for d in before:
         for knob in before[d]:
             val = (read_text(os.path.join(d, knob)) or "").strip()
             after.setdefault(knob, [])
             if val not in after[knob]:
                 after[knob].append(val)
     rec["in_force"] = after
-    want = {k: [str(v)] for k, v in settings.items() if k in DOMAIN_KNOBS}
+    want = {k: [str(v)] for k, v in settings.items() if k in DOMAIN_KNOBS + GLOBAL_KNOBS}
     if errors:
         rec["status"], rec["errors"] = "error", errors
     elif after != want:

@@ -602,6 +602,7 @@ def fake_domains(root: Path, cpus: int = 2) -> Path:
                 ("imbalance_pct", 117),
             ):
                 (dd / knob).write_text(f"{v}\n")  # fmt: skip
+    (root / "kernel/debug/sched/migration_cost_ns").write_text("500000\n")
     return root
 
 
@@ -625,6 +626,35 @@ def test_sched_domain_knobs_set_on_one_level_and_restored(tmp_path: Path) -> Non
     assert set_sched_domain(str(sysr), None)["status"] == "untouched"
 
 
+def test_migration_cost_set_beside_the_domain_knobs_and_restored(tmp_path: Path) -> None:
+    from mix_sysctl import restore_sched_domain, set_sched_domain  # noqa: PLC0415
+
+    sysr = fake_domains(tmp_path / "sys")
+    cost = sysr / "kernel/debug/sched/migration_cost_ns"
+    rec = set_sched_domain(str(sysr), {"level": "NUMA", "busy_factor": 1, "migration_cost_ns": 0})
+    assert rec["status"] == "set", rec
+    assert rec["in_force"] == {"busy_factor": ["1"], "migration_cost_ns": ["0"]}
+    assert cost.read_text() == "0\n"
+    assert restore_sched_domain(rec) == "restored"
+    assert cost.read_text() == "500000\n"
+    # the global knob alone needs no domain directory
+    only = {"level": "NUMA", "migration_cost_ns": 50000}
+    rec = set_sched_domain(str(sysr), only)
+    assert rec["status"] == "set" and "domains" not in rec
+    restore_sched_domain(rec)
+    # a kernel without the file (no CONFIG_SCHED_DEBUG): an error, nothing half-set
+    cost.unlink()
+    rec = set_sched_domain(str(sysr), {"level": "NUMA", "migration_cost_ns": 50000})
+    assert rec["status"] == "error" and "absent" in rec["errors"][0]
+    assert not cost.exists()
+
+
+def test_migration_cost_is_loaded_from_a_job() -> None:
+    sd = {"migration_cost_ns": 50000}
+    job = mr.load_job({"sched_domain": sd, "programs": [{"cmd": ["true"]}]})
+    assert job["sched_domain"] == {"level": "NUMA", "migration_cost_ns": 50000}
+
+
 @pytest.mark.parametrize(
     "bad",
     [
@@ -634,6 +664,10 @@ def test_sched_domain_knobs_set_on_one_level_and_restored(tmp_path: Path) -> Non
         {"level": "numa; rm -rf /", "busy_factor": 1},
         {"level": "NUMA"},
         {"balance_interval": 1},
+        {"migration_cost_ns": -1},
+        {"migration_cost_ns": 500000001},
+        {"migration_cost_ns": "0; reboot"},
+        {"migration_cost_ns": 1.5},
     ],
 )
 def test_bad_sched_domain_rejected(bad: dict[str, Any]) -> None:
