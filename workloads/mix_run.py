@@ -39,6 +39,7 @@ from mix_sysctl import (
     NUMAB_SYSCTL,
     POLICY_SYSCTL,
     SCHEDSTATS_SYSCTL,
+    domain_names,
     read_sysctl,
     restore_sched_domain,
     set_sched_domain,
@@ -169,7 +170,7 @@ def run_mix(
     vm0 = parse_kv_numbers(read_text("/proc/vmstat"))
     ns0 = numastat(sys_root)
     lb0 = read_text(lb_stats)
-    ss_names = mix_schedstat.domain_names(sys_root)
+    ss_names = domain_names(sys_root)
     ss0 = mix_schedstat.snapshot(schedstat)
 
     # 4. start everything together: each program is forked and blocked on its

@@ -4,7 +4,7 @@
 for every CPU and every domain of it, how many load_balance() passes ran and
 how they ended, per idle type (idle, busy, newly idle), plus active balancing
 and wake-up placement counts. Summed over CPUs per level (MC, NUMA, named from
-the debugfs domain directories), the delta over a run says how often the
+the debugfs domain directories, mix_sysctl.domain_names), the delta over a run says how often the
 NUMA level looked, how often it found the nodes balanced or no busiest group,
 and how many tasks it pulled: the stock kernel's view of what the patch's
 counters see only inside a cross-node pass. Stdlib only, Python >= 3.6.
@@ -13,11 +13,9 @@ counters see only inside a cross-node pass. Stdlib only, Python >= 3.6.
 # typing.List/Dict/Optional on purpose: the guest may run Python 3.6.
 # ruff: noqa: UP006, UP035, UP045
 
-import os
 from typing import Dict, List, Optional
 
 SCHEDSTAT = "/proc/schedstat"
-SCHED_DOMAINS = os.path.join("kernel", "debug", "sched", "domains")  # under /sys
 
 # per idle type, in the kernel's order (enum cpu_idle_type: CPU_IDLE,
 # CPU_NOT_IDLE, CPU_NEWLY_IDLE) -- show_schedstat() in kernel/sched/stats.c
@@ -86,28 +84,6 @@ def parse(text: str, names: Optional[Dict[str, str]] = None) -> Dict[str, Dict[s
         acc = out.setdefault(level, {k: 0 for k in keys})
         for i, k in enumerate(keys):  # no zip(strict=): Python 3.6
             acc[k] += int(vals[i])
-    return out
-
-
-def domain_names(sys_root: str) -> Dict[str, str]:
-    """{"cpuN/domainM": name} from debugfs; empty when it is not mounted."""
-    base = os.path.join(sys_root, SCHED_DOMAINS)
-    out = {}  # type: Dict[str, str]
-    try:
-        cpus = os.listdir(base)
-    except OSError:
-        return out
-    for cpu in cpus:
-        try:
-            doms = os.listdir(os.path.join(base, cpu))
-        except OSError:
-            continue
-        for dom in doms:
-            try:
-                with open(os.path.join(base, cpu, dom, "name")) as f:
-                    out[f"{cpu}/{dom}"] = f.read().strip()
-            except OSError:
-                continue
     return out
 
 

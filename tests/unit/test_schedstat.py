@@ -15,6 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 FIX = REPO / "tests" / "fixtures" / "schedstat"
 sys.path.insert(0, str(REPO / "workloads"))
 import mix_schedstat as ss  # noqa: E402
+from mix_sysctl import domain_names  # noqa: E402
 
 
 def names() -> dict[str, str]:
@@ -74,4 +75,19 @@ def test_no_schedstat_is_absent_not_zero(tmp_path: Path) -> None:
     assert ss.snapshot(str(tmp_path / "nope")) is None
     rec = ss.record(None, None, {})
     assert rec["status"] == "absent" and schedstat_numa(rec) == {}
-    assert ss.domain_names(str(tmp_path)) == {}
+    assert domain_names(str(tmp_path)) == {}
+
+
+def test_domain_names_read_the_debugfs_tree(tmp_path: Path) -> None:
+    for cpu in (0, 1):
+        for dom, name in enumerate(("MC", "NUMA")):
+            d = tmp_path / "kernel/debug/sched/domains" / f"cpu{cpu}" / f"domain{dom}"
+            d.mkdir(parents=True)
+            (d / "name").write_text(name + "\n")
+    (tmp_path / "kernel/debug/sched/domains/cpu1/domain2").mkdir()  # no name: left out
+    assert domain_names(str(tmp_path)) == {
+        "cpu0/domain0": "MC",
+        "cpu0/domain1": "NUMA",
+        "cpu1/domain0": "MC",
+        "cpu1/domain1": "NUMA",
+    }
