@@ -67,6 +67,12 @@ def machines_with_mix(mx: pd.DataFrame) -> list[str]:
     labels = machines(mx)
     if "mix" in mx.columns and mx["mix"].astype(str).nunique() > 1:
         labels = [f"{m} {x}" for m, x in zip(labels, mx["mix"].astype(str), strict=True)]
+    # ... and the balancer's time scale when runs set different ones
+    if "sched_scale" in mx.columns:
+        # a missing value (NaN/None) is a real setting here: the kernel's defaults
+        sc = ["kernel defaults" if x is None or x != x else str(x) for x in mx["sched_scale"]]
+        if len(set(sc)) > 1:
+            labels = [f"{m} [{x}]" for m, x in zip(labels, sc, strict=True)]
     return labels
 
 
@@ -176,7 +182,7 @@ def improvement_by_factor(mx: pd.DataFrame) -> pd.DataFrame:
             columns=["policy", "numa_factor", "machine", "mean", "ci95_lo", "ci95_hi", "n",
                      "differs"]
         )  # fmt: skip
-    imp = imp.assign(machine=machines(imp))
+    imp = imp.assign(machine=machines_with_mix(imp))
     s = summarize(imp, ["policy", "numa_factor", "machine"])
     s["differs"] = (s["n"] >= 2) & ((s["ci95_lo"] > 0) | (s["ci95_hi"] < 0))
     return s.sort_values(

@@ -44,6 +44,7 @@ from .metrics import (
     gem5_input_problems,
     gem5_metrics,
     guest_metrics,
+    sched_scale_label,
 )
 
 RUN_COLS = [
@@ -278,6 +279,9 @@ _NUMERIC_COLS = {
 
 def point_value(point: dict[str, Any], col: str) -> Any:
     """A spec column of a point: its field, or its job option (JOB_OPTION_COLS)."""
+    if col == "sched_scale":
+        jo = point.get("job_options")
+        return sched_scale_label(jo.get("sched_domain")) if isinstance(jo, dict) else None
     if col in JOB_OPTION_COLS:
         jo = point.get("job_options")
         return jo.get(col) if isinstance(jo, dict) else None
@@ -362,6 +366,7 @@ def build_frames(
         "link_latency",
         "kernel_variant",
         "pinning",
+        "sched_scale",
     ):
         metrics[c] = metrics[c].astype("category")
     for c in ("sockets", "cores_per_socket", "threads", "repeat"):

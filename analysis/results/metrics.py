@@ -571,9 +571,29 @@ SPEC_COLS = [
     "kernel_variant",
     "pinning",  # job option (point.job_options), an axis for the positive control
     "warmup_s",  # job option: timing-CPU warm-up before the ROI (gem5); apart, never averaged
+    "sched_scale",  # job option sched_domain, as sched_scale_label(): apart, never averaged
 ]
 # The spec columns that are job options (point.job_options), not point fields.
 JOB_OPTION_COLS = ("pinning", "warmup_s")
+
+
+def sched_scale_label(sd: Any) -> str | None:
+    """The balancer's time scale a run set (job option sched_domain) in one
+    short label, e.g. "NUMA bf=1 int=1-4ms mc=0.05ms"; None: kernel defaults."""
+    if not isinstance(sd, dict) or len(sd) <= 1:
+        return None
+    parts = [str(sd.get("level", "NUMA"))]
+    if "busy_factor" in sd:
+        parts.append(f"bf={sd['busy_factor']}")
+    if "min_interval" in sd or "max_interval" in sd:
+        parts.append(f"int={sd.get('min_interval', '')}-{sd.get('max_interval', '')}ms")
+    if "imbalance_pct" in sd:
+        parts.append(f"imb={sd['imbalance_pct']}")
+    if isinstance(sd.get("migration_cost_ns"), int | float):
+        parts.append(f"mc={sd['migration_cost_ns'] / 1e6:g}ms")
+    return " ".join(parts)
+
+
 # Those that identify a configuration: everything but the treatment (policy and
 # NUMA balancing) and the repeat.
 CONFIG_COLS = [c for c in SPEC_COLS if c not in ("policy", "numa_balancing", "repeat")]

@@ -27,7 +27,7 @@ from analysis.results.frames import (
     find_runs,
     read_frames,
 )
-from analysis.results.metrics import METRICS, summarize, t975
+from analysis.results.metrics import METRICS, sched_scale_label, summarize, t975
 from analysis.results.report import cfg_label, write_report, write_report_from_frames
 from analysis.results.warmup import warmup_effect
 from analysis.sweep.spec import DEFAULT_WARMUP_S
@@ -62,6 +62,8 @@ def test_frame_is_tidy_with_spec_columns() -> None:
         point.setdefault("numa_balancing", 1 if point["policy"] == "autonuma" else 0)
         for c in JOB_OPTION_COLS:  # job options, not point fields
             point[c] = point["job_options"].get(c)
+        # derived from a job option: the balancer's time scale
+        point["sched_scale"] = sched_scale_label(point["job_options"].get("sched_domain"))
         for c in SPEC_COLS:
             vals = {None if pd.isna(v) else v for v in rows[c].astype(object)}
             assert vals == {point[c]}, c

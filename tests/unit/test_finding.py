@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from analysis.results import finding
-from analysis.results.metrics import add_speedup
+from analysis.results.metrics import add_speedup, sched_scale_label
 
 
 def row(policy: str, f: float, rep: int, metric: str, value: float, **kw: Any) -> dict[str, Any]:
@@ -185,3 +185,30 @@ def test_machine_labels_name_the_mix_only_when_there_are_several() -> None:
     assert labels == ["link 150 lb3", "link 60 lb3-block64"]
     # sorted by the link's cycles, not as strings
     assert sorted(labels, key=finding.machine_order) == ["link 60 lb3-block64", "link 150 lb3"]
+
+
+def test_runs_at_different_balancer_time_scales_are_kept_apart() -> None:
+    """The same machine and mix run under two sched_domain settings (kernel
+    defaults vs a scaled migration cost): the gate checks each on its own and
+    the improvement pairs and averages within one time scale only."""
+    scaled = sched_scale_label({"level": "NUMA", "busy_factor": 1, "migration_cost_ns": 50000})
+    assert scaled == "NUMA bf=1 mc=0.05ms"
+    assert sched_scale_label(None) is None and sched_scale_label({"level": "NUMA"}) is None
+    rows = []
+    for sc, bal, gain in ((None, 20.0, 0.9), (scaled, 60.0, 0.5)):
+        for m, v in (("migrations_balance_xnode", bal), ("migrations_active_balance_xnode", 0.0)):
+            rows.append({**row("default", 1.6, 0, m, v), "sched_scale": sc})
+        for rep, t in enumerate((10.0, 11.0, 12.0)):
+            excl = row("excl", 1.6, rep, "elapsed_s", t * gain)
+            rows += [{**row("stock", 1.6, rep, "elapsed_s", t), "sched_scale": sc},
+                     {**excl, "sched_scale": sc}]  # fmt: skip
+    mx = add_speedup(pd.DataFrame(rows))
+    g = finding.gate(mx)
+    assert g is not None
+    dflt = g.rows[g.rows["policy"] == "default"]
+    assert sorted(dflt["value"]) == [20.0, 60.0]
+    assert set(dflt["machine"]) == {"f=1.6 [kernel defaults]", f"f=1.6 [{scaled}]"}
+    imp = finding.improvement_by_factor(mx)
+    got = dict(zip(imp["machine"], imp["mean"], strict=True))
+    assert abs(got["f=1.6 [kernel defaults]"] - 100 * (1 / 0.9 - 1)) < 0.01
+    assert abs(got[f"f=1.6 [{scaled}]"] - 100.0) < 0.01
