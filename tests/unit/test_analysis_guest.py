@@ -155,3 +155,34 @@ def test_truncated_results_keep_earlier_records_and_report_an_error() -> None:
     # metrics of an incomplete file: what is there, no crash
     rows = rows_dict(guest_metrics(parse_results_text("".join(lines[:-1])), "mix"))
     assert ("mix", "mix", "elapsed_s") not in rows and ("program", "lft", "elapsed_s") in rows
+
+
+BLOCKING = FIX / "qemu-blocking" / "results.jsonl"
+
+
+def test_thread_refusals_are_the_workers_kernel_counts_summed() -> None:
+    """lb3-block128 on QEMU: each worker's /proc/thread-self/sched counts
+    (schedstats on) summed per program and per mix, recomputed by hand."""
+    recs = raw(BLOCKING)
+    progs = [r for r in recs if r.get("type") == "program"]
+    want: dict[str, dict[str, float]] = {}
+    for p in progs:
+        for t in p["result"]["thread_records"]:
+            for key in ("failed_hot", "failed_running", "failed_affine", "forced"):
+                assert t[key] >= 0  # printed: the runner switched schedstats on
+                d = want.setdefault(p["name"], {})
+                d[key] = d.get(key, 0) + t[key]
+    rows = guest_metrics(parse_results_file(BLOCKING), "lb3-block128")
+    got = {(e, m): v for kind, e, m, v in rows}
+    names = {"failed_hot": "thread_refused_hot", "failed_running": "thread_refused_running",
+             "failed_affine": "thread_refused_affine", "forced": "thread_forced_hot"}  # fmt: skip
+    for prog, counts in want.items():
+        for key, metric in names.items():
+            assert got[(prog, metric)] == counts[key]
+    for key, metric in names.items():
+        assert got[("lb3-block128", metric)] == sum(c[key] for c in want.values())
+    assert got[("lb3-block128", "thread_refused_running")] > 0  # this run refused some
+    # records from before the counters (or a kernel that printed none: -1) give no rows
+    for path in (QEMU, *HOST):
+        mix = raw(path)[0].get("job", {}).get("mix") or "mix"
+        assert not [r for r in guest_metrics(parse_results_file(path), mix) if "thread_" in r[2]]
