@@ -48,6 +48,7 @@ sys.path.insert(0, str(REPO / "disk-image"))
 
 import guest_io  # noqa: E402  (disk-image/: the job and result formats)
 from numa_lb.counter_bridge import READFILE_NAME, CounterBridge  # noqa: E402
+from numa_lb.cpu_switch import back_to_boot_cpu  # noqa: E402
 from numa_lb.hammer_hierarchy import NumaHammerCacheHierarchy  # noqa: E402
 from numa_lb.kernel_cmdline import guest_args, image_boot  # noqa: E402
 from numa_lb.numa_board import NumaX86Board  # noqa: E402
@@ -76,6 +77,13 @@ def parse_args() -> argparse.Namespace:
     g = p.add_argument_group("run")
     g.add_argument("--cpu-boot", default="atomic", choices=["atomic", "timing"])
     g.add_argument("--cpu-roi", default="timing", choices=["atomic", "timing", "o3"])
+    g.add_argument(
+        "--cpu-post-roi",
+        default="roi",
+        choices=["roi", "atomic"],
+        help="CPU for the hand-back after the ROI: stay on the ROI CPU, or back to the "
+        "atomic boot CPU after writing every dirty cache line back (numa_lb/cpu_switch.py)",
+    )
     g.add_argument("--kernel", required=True, type=Path, help="vmlinux (ELF)")
     g.add_argument("--disk-image", required=True, type=Path, help="raw ext4 root image")
     g.add_argument("--job", type=Path, help="mix runner job (JSON); needed unless checkpointing")
@@ -152,6 +160,8 @@ def main() -> None:
     outdir.mkdir(parents=True, exist_ok=True)
 
     boot, roi = CPU_TYPES[args.cpu_boot], CPU_TYPES[args.cpu_roi]
+    if args.cpu_post_roi == "atomic" and (args.cpu_boot != "atomic" or boot == roi):
+        fail("--cpu-post-roi atomic needs --cpu-boot atomic and a different --cpu-roi")
     if boot == roi:
         processor = SimpleProcessor(cpu_type=boot, isa=ISA.X86, num_cores=topology.ncpus)
         switch = None
@@ -194,6 +204,7 @@ def main() -> None:
         "kernel_args": kernel_args,
         "cpu_boot": args.cpu_boot,
         "cpu_roi": args.cpu_roi,
+        "cpu_post_roi": args.cpu_post_roi,
         "seed": args.seed,
         "perturb": args.perturb,
         "restored_from": str(args.restore_checkpoint) if args.restore_checkpoint else None,
@@ -236,6 +247,9 @@ def main() -> None:
         set_max_ticks=lambda ticks: simulator.set_max_ticks(ticks),
         sample=bridge.sample if bridge else None,
         before_reset=bridge.before_reset if bridge else None,
+        after_roi=(lambda: back_to_boot_cpu(board, processor))
+        if args.cpu_post_roi == "atomic"
+        else None,
     )
     simulator = Simulator(board=board, on_exit_event=protocol.handlers(ExitEvent))
     if tick_limit is not None:

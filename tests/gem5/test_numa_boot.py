@@ -247,3 +247,28 @@ def test_a_warm_up_switches_cpus_before_the_roi(boot: Path, artifacts: dict[str,
     assert [e["event"] for e in roi["events"]] == ["warmup", "workbegin", "workend", "exit"]
     assert roi["events"][0]["switched_cpus"] is True
     assert roi["roi"]["warmup_ticks"] >= 5e-3 * 1e12  # at least warmup_s of simulated time
+
+
+def test_the_hand_back_runs_on_the_boot_cpu_after_the_roi(
+    boot: Path, artifacts: dict[str, Path], restored: Path
+) -> None:
+    """--cpu-post-roi atomic: the restored run's job again (same run id, so the
+    guest reads the same bytes), the hand-back on the atomic CPU after every
+    dirty line is written back. The ROI is the same to the tick, the results
+    come back whole and the same."""
+    run, out = restore(
+        boot, artifacts, "postroi", BOUND_MIX, ["--cpu-post-roi", "atomic"], {"run_id": "restored"}
+    )
+    assert run.returncode == 0, run.stdout[-4000:]
+    roi = json.loads((out / "roi.json").read_text())
+    assert [e["event"] for e in roi["events"]] == ["workbegin", "workend", "post_roi_cpu", "exit"]
+    assert roi["cpu_post_roi"] == "atomic"
+    before = json.loads((restored / "roi.json").read_text())
+    assert roi["roi"]["ticks"] == before["roi"]["ticks"]
+    status = json.loads((out / "guest" / "status.json").read_text())
+    assert status["status"] == "ok", status
+    got, want = (records(d / "guest" / "results.jsonl") for d in (out, restored))
+    progs = [[r for r in recs if r["type"] == "program"] for recs in (got, want)]
+    assert [p["exit_code"] for p in progs[0]] == [0]
+    assert progs[0][0]["result"] == progs[1][0]["result"]
+    assert next(r for r in got if r["type"] == "run_end")["status"] == "ok"

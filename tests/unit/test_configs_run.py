@@ -157,6 +157,39 @@ def test_the_warm_up_switches_early_and_the_roi_still_resets(tmp_path: Path) -> 
     assert "ignored" in _state(tmp_path)["events"][-1]["action"]
 
 
+def test_the_post_roi_cpu_comes_once_after_the_roi_dump(tmp_path: Path) -> None:
+    """--cpu-post-roi atomic: after the ROI's statistics are dumped (never
+    before, never twice), the hand-back runs on the boot CPU."""
+    m = Machine()
+    proto = RoiProtocol(
+        outdir=tmp_path,
+        tick=m.tick,
+        reset_stats=lambda: m.calls.append("reset"),
+        dump_stats=lambda: m.calls.append("dump"),
+        switch_cpus=lambda: m.calls.append("switch"),
+        save_checkpoint=lambda p: m.calls.append("checkpoint"),
+        take_checkpoint=None,
+        work_id=lambda: m.work_id,
+        after_roi=lambda: m.calls.append("post-roi cpu"),
+    )
+    table = proto.handlers(Events)
+    # a workend without a ROI (no workbegin seen): nothing was measured, no switch
+    m.now = 5
+    next(table[Events.WORKEND])
+    assert m.calls == ["dump"]
+    m.now = 10
+    next(table[Events.WORKBEGIN])
+    m.now = 20
+    next(table[Events.WORKEND])
+    assert m.calls == ["dump", "switch", "reset", "dump", "post-roi cpu"]
+    rec = _state(tmp_path)
+    assert rec["state"] == "post_roi" and rec["events"][-1]["event"] == "post_roi_cpu"
+    assert rec["roi"]["ticks"] == 10
+    next(table[Events.WORKBEGIN])
+    next(table[Events.WORKEND])
+    assert m.calls.count("post-roi cpu") == 1
+
+
 def test_the_guest_and_gem5_agree_on_the_work_ids() -> None:
     import mix_run  # noqa: PLC0415 - guest code, imported only here
     import parsec_catalog  # noqa: PLC0415
