@@ -279,12 +279,12 @@ _NUMERIC_COLS = {
 
 def point_value(point: dict[str, Any], col: str) -> Any:
     """A spec column of a point: its field, or its job option (JOB_OPTION_COLS)."""
-    if col == "sched_scale":
-        jo = point.get("job_options")
-        return sched_scale_label(jo.get("sched_domain")) if isinstance(jo, dict) else None
+    jo = point.get("job_options")
+    jo = jo if isinstance(jo, dict) else {}
+    if col == "sched_scale":  # derived from the job option sched_domain
+        return sched_scale_label(jo.get("sched_domain"))
     if col in JOB_OPTION_COLS:
-        jo = point.get("job_options")
-        return jo.get(col) if isinstance(jo, dict) else None
+        return jo.get(col)
     return point.get(col)
 
 
