@@ -272,3 +272,21 @@ def test_the_hand_back_runs_on_the_boot_cpu_after_the_roi(
     assert [p["exit_code"] for p in progs[0]] == [0]
     assert progs[0][0]["result"] == progs[1][0]["result"]
     assert next(r for r in got if r["type"] == "run_end")["status"] == "ok"
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        (["--cpu-clock", "3GHz"], "cpu_clock_hz"),  # the guest's TSC/LAPIC/lpj were set at boot
+        (["--slit-remote-distance", "25"], "slit"),  # Linux read the SLIT at boot
+    ],
+    ids=["cpu-clock", "slit"],
+)
+def test_a_restore_on_another_boot_machine_is_refused_naming_the_field(
+    boot: Path, artifacts: dict[str, Path], change: list[str], field: str
+) -> None:
+    """Issue 14 item 5: the checkpoint's numa_topology.json against the restore's
+    topology, before anything is simulated."""
+    run, _ = restore(boot, artifacts, f"mismatch-{field}", SMALL_MIX, change)
+    assert run.returncode == 1, run.stdout[-4000:]
+    assert f"{field}: the checkpoint was booted with" in run.stdout, run.stdout[-4000:]

@@ -114,3 +114,35 @@ def test_instantiate(sockets: int, cores: int, tmp_path: Path) -> None:
     links = _objects(config, "SimpleIntLink")
     assert {link["latency"] for link in links} <= {topo.link_latency().cycles}
     assert len(_objects(config, "L1Cache_Controller")) == sockets * cores
+
+
+@pytest.mark.skipif(GEM5 is None, reason="SKIPPED gem5: $GEM5 is not set to a gem5.opt binary")
+@pytest.mark.parametrize(
+    ("machine", "refused"),
+    [
+        ([], False),  # 4 x 2 at 2.8 GHz with the probe filter: its table is shipped
+        (["--cores-per-socket", "4"], True),
+        (["--cpu-clock", "3GHz"], True),
+        (["--no-probe-filter"], True),
+    ],
+    ids=["4x2-calibrated", "4x4", "3GHz", "no-probe-filter"],
+)
+def test_a_factor_is_resolved_only_on_the_machine_it_was_measured_on(
+    machine: list[str], refused: bool, tmp_path: Path
+) -> None:
+    """Issue 14 item 4, through gem5 and the study's run script: a NUMA factor
+    becomes a link latency only with the table measured under the same
+    conditions (shape, clock, probe filter, DRAM, link bandwidth)."""
+    assert GEM5 is not None
+    run = subprocess.run(
+        [str(GEM5), "--outdir", str(tmp_path), str(REPO / "configs" / "numa_run.py"),
+         "--sockets", "4", "--cores-per-socket", "2", *machine, "--numa-factor", "1.6",
+         "--kernel", "/nonexistent", "--disk-image", "/nonexistent"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert run.returncode != 0  # no kernel here: at best it gets past the topology
+    if refused:
+        assert "calibration: no table" in run.stderr and "measured on this machine" in run.stderr
+    else:
+        assert "calibration" not in run.stderr
+        assert "kernel /nonexistent does not exist" in run.stderr
