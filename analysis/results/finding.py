@@ -73,6 +73,16 @@ def machines_with_mix(mx: pd.DataFrame) -> list[str]:
         sc = ["kernel defaults" if x is None or x != x else str(x) for x in mx["sched_scale"]]
         if len(set(sc)) > 1:
             labels = [f"{m} [{x}]" for m, x in zip(labels, sc, strict=True)]
+    # ... and the ROI CPU model (in-order timing vs out-of-order) when it differs
+    if "cpu_roi" in mx.columns:
+        # frames kept before the column: every gem5 run so far had the timing CPU
+        backend = mx["backend"].astype(str) if "backend" in mx.columns else [""] * len(mx)
+        cpu = [
+            str(x) if x is not None and x == x else ("timing" if b == "gem5" else "no ROI")
+            for x, b in zip(mx["cpu_roi"], backend, strict=True)
+        ]
+        if len(set(cpu)) > 1:
+            labels = [f"{m} [{x} CPU]" for m, x in zip(labels, cpu, strict=True)]
     return labels
 
 
@@ -87,7 +97,8 @@ def machine_order(label: str) -> tuple[int, float]:
 
 def positive_control(mx: pd.DataFrame) -> pd.DataFrame | None:
     """Per machine (requested NUMA factor, or inter-socket link latency for
-    points given by latency): mean elapsed pinned direct and crossed, their
+    points given by latency; machines_with_mix keeps a different mix, time
+    scale or ROI CPU apart): mean elapsed pinned direct and crossed, their
     ratio, and the gem5 remote-access ratio of each. None without both pinnings."""
     if "pinning" not in mx.columns:
         return None
@@ -98,11 +109,14 @@ def positive_control(mx: pd.DataFrame) -> pd.DataFrame | None:
     if "link_latency" not in mx.columns:
         mx["link_latency"] = ""
     mx["link_latency"] = mx["link_latency"].fillna("").astype(str)
+    mx["_machine"] = machines_with_mix(mx)
     rows = []
-    keys = ["numa_factor", "link_latency"]
-    for (f, ll), g in mx.groupby(keys, dropna=False, observed=True):
+    keys = ["numa_factor", "link_latency", "_machine"]
+    for (f, ll, label), g in mx.groupby(keys, dropna=False, observed=True):
         row: dict[str, object] = {"numa_factor": float(f), "link_latency": ll}
-        row["machine"] = machine_label(float(f), ll)
+        row["machine"] = label
+        # what sets the row apart besides the factor (mix, time scale, ROI CPU)
+        row["variant"] = str(label)[len(machine_label(float(f), ll)) :].strip()
         for pin in ("direct", "crossed"):
             gp = g[g["pinning"].astype(str) == pin]
             for metric, col in (("elapsed_s", "elapsed"), ("remote_ratio", "remote_ratio")):
@@ -113,13 +127,23 @@ def positive_control(mx: pd.DataFrame) -> pd.DataFrame | None:
         rows.append(row)
     out = pd.DataFrame(rows)
     out["_link"] = out["link_latency"].map(_link_cycles)
-    return out.sort_values(["numa_factor", "_link"]).drop(columns="_link").reset_index(drop=True)
+    out = out.sort_values(["variant", "numa_factor", "_link"]).drop(columns="_link")
+    return out.reset_index(drop=True)
 
 
 def control_grows(ctl: pd.DataFrame) -> bool:
-    """The NUMA effect (crossed/direct) grows with f, strictly, over >= 2 factors."""
-    r = ctl["crossed_over_direct"].tolist()
-    return len(r) >= 2 and all(b > a for a, b in zip(r, r[1:], strict=False))
+    """The NUMA effect (crossed/direct) grows with f, strictly, over >= 2 factors
+    of each variant (a variant measured at one factor only tests nothing)."""
+    variants = ctl["variant"] if "variant" in ctl.columns else pd.Series([""] * len(ctl))
+    tested = False
+    for v in dict.fromkeys(variants):
+        r = ctl[variants.to_numpy() == v]["crossed_over_direct"].tolist()
+        if len(r) < 2:
+            continue
+        tested = True
+        if not all(b > a for a, b in zip(r, r[1:], strict=False)):
+            return False
+    return tested
 
 
 @dataclass
@@ -206,7 +230,8 @@ def conclusion(
     out = []
     if ctl is not None and len(ctl):
         rs = ", ".join(f"{r.machine}: x{r.crossed_over_direct:.3f}" for r in ctl.itertuples())
-        if len(ctl) < 2:
+        variants = ctl["variant"] if "variant" in ctl.columns else pd.Series([""] * len(ctl))
+        if variants.value_counts().max() < 2:
             grows = "is measured on one machine only: growth with f is not tested"
         else:
             grows = "grows with f" if control_grows(ctl) else "does NOT grow with f"

@@ -283,6 +283,9 @@ def point_value(point: dict[str, Any], col: str) -> Any:
     jo = jo if isinstance(jo, dict) else {}
     if col == "sched_scale":  # derived from the job option sched_domain
         return sched_scale_label(jo.get("sched_domain"))
+    if col == "cpu_roi":  # only gem5 has a ROI CPU model (QEMU runs the guest as it is)
+        cpu = point.get("cpu")
+        return cpu.get("roi") if point.get("backend") == "gem5" and isinstance(cpu, dict) else None
     if col in JOB_OPTION_COLS:
         return jo.get(col)
     return point.get(col)
@@ -367,6 +370,7 @@ def build_frames(
         "kernel_variant",
         "pinning",
         "sched_scale",
+        "cpu_roi",
     ):
         metrics[c] = metrics[c].astype("category")
     for c in ("sockets", "cores_per_socket", "threads", "repeat"):

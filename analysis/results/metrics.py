@@ -572,6 +572,7 @@ SPEC_COLS = [
     "pinning",  # job option (point.job_options), an axis for the positive control
     "warmup_s",  # job option: timing-CPU warm-up before the ROI (gem5); apart, never averaged
     "sched_scale",  # job option sched_domain, as sched_scale_label(): apart, never averaged
+    "cpu_roi",  # gem5's CPU model in the ROI (spec cpu.roi; None off gem5): apart, never averaged
 ]
 # The spec columns that are job options (point.job_options), not point fields.
 JOB_OPTION_COLS = ("pinning", "warmup_s")

@@ -64,6 +64,9 @@ def test_frame_is_tidy_with_spec_columns() -> None:
             point[c] = point["job_options"].get(c)
         # derived from a job option: the balancer's time scale
         point["sched_scale"] = sched_scale_label(point["job_options"].get("sched_domain"))
+        # gem5's ROI CPU model; none on QEMU
+        gem5 = point["backend"] == "gem5"
+        point["cpu_roi"] = point["cpu"]["roi"] if gem5 else None
         for c in SPEC_COLS:
             vals = {None if pd.isna(v) else v for v in rows[c].astype(object)}
             assert vals == {point[c]}, c

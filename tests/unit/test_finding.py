@@ -60,6 +60,33 @@ def test_positive_control_by_link_latency_orders_links_numerically() -> None:
     assert "one machine only" in text and "NOT" not in text
 
 
+def test_positive_control_keeps_the_roi_cpu_models_apart() -> None:
+    # the O3 control pair beside the timing one (issue 14 item 7): one row per
+    # machine and CPU model, never averaged together, growth tested per model
+    rows = []
+    for cpu, ratios in (("timing", (1.10, 1.30)), ("o3", (1.05, 1.12))):
+        for ll, crossed in zip(("60", "150"), ratios, strict=True):
+            for pin, t in (("direct", 1.0), ("crossed", crossed)):
+                rows.append(row("default", float("nan"), 0, "elapsed_s", t, pinning=pin,
+                                link_latency=ll, cpu_roi=cpu))  # fmt: skip
+    ctl = finding.positive_control(pd.DataFrame(rows))
+    assert ctl is not None
+    got = dict(zip(ctl["machine"], ctl["crossed_over_direct"].round(3), strict=True))
+    assert got == {"link 60 [timing CPU]": 1.10, "link 150 [timing CPU]": 1.30,
+                   "link 60 [o3 CPU]": 1.05, "link 150 [o3 CPU]": 1.12}  # fmt: skip
+    assert finding.control_grows(ctl)
+    # the O3 pair alone flat: the control does not grow, whatever the timing rows do
+    flat = ctl.assign(crossed_over_direct=[1.1, 1.05, 1.1, 1.3])
+    assert list(flat["variant"]) == ["[o3 CPU]", "[o3 CPU]", "[timing CPU]", "[timing CPU]"]
+    assert not finding.control_grows(flat)
+    # one model at one link each: nothing tested
+    one = finding.positive_control(pd.DataFrame([r for r in rows if r["link_latency"] == "60"]))
+    assert one is not None and not finding.control_grows(one)
+    # one model only: no label suffix (frames kept before the column read None = timing)
+    alone = finding.positive_control(pd.DataFrame([r for r in rows if r["cpu_roi"] == "o3"]))
+    assert alone is not None and alone["machine"].tolist() == ["link 60", "link 150"]
+
+
 def gate_frame(balance: float, taken: float, skipped: float) -> pd.DataFrame:
     rows = []
     for rep in range(2):
