@@ -158,7 +158,12 @@ def gate(mx: pd.DataFrame) -> GateResult | None:
     cross-node load-balancing migrations (detach + active balance, summed over
     the mix's thread groups, kernel counts at program end); mbplus and excl
     need non-zero leader-on-destination takes and leader-on-source skips.
-    None when the runs hold none of those policies."""
+    None when the runs hold none of those policies. Pinned runs (the positive
+    control's direct/crossed) are left out: the balancer cannot move a thread
+    pinned to its CPU, so they test nothing here."""
+    if "pinning" in mx.columns:
+        free = [p is None or p != p or str(p) == "free" for p in mx["pinning"].astype(object)]
+        mx = mx[free]
     pol = mx["policy"].astype(str)
     have = set(pol)
     if "default" not in have and not have & set(GATE_LEADER_POLICIES):

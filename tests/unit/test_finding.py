@@ -98,6 +98,16 @@ def gate_frame(balance: float, taken: float, skipped: float) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def test_gate_leaves_pinned_runs_out() -> None:
+    # the positive control's pinned runs (no balancing possible) beside a passing
+    # free scenario: the gate is the free runs' verdict; pinned runs alone: none
+    free = gate_frame(45.0, 3.0, 2.0)
+    pinned = gate_frame(0.0, 0.0, 0.0).assign(pinning="crossed")
+    g = finding.gate(pd.concat([free, pinned], ignore_index=True))
+    assert g is not None and g.passed and len(g.rows) == 2 * (1 + 2 * 2)
+    assert finding.gate(pinned) is None
+
+
 def test_gate_passes_and_fails_on_each_check() -> None:
     g = finding.gate(gate_frame(45.0, 3.0, 2.0))  # 45 + 5 active = 50
     assert g is not None and g.passed and not g.reasons
