@@ -49,6 +49,8 @@ KERNEL_VARIANTS = ("release", "debug", "nokmlb")
 NOKMLB_POLICIES = ("stock", "default", "excl_base", "excl", "autonuma")
 NOKMLB_POLICIES += DAEMON_POLICIES  # the stock selection; devil falls back to numa_maps
 CPU_TYPES = ("atomic", "timing", "o3", "kvm")
+POST_ROI_CPUS = ("atomic", "roi")
+CPU_FLAGS = ("--cpu-boot", "--cpu-roi", "--cpu-post-roi")  # numa_run.py's, from [cpu]
 INTER_SOCKET = ("full", "ring", "g34")
 MEMORY_TYPES = ("DDR3_1600_8x8", "DDR3_2133_8x8", "DDR4_2400_8x8")
 # gem5-image: the x86-parsec image's 13 programs; paper: Table 2 minus `exclude`;
@@ -138,7 +140,10 @@ _SECTIONS: dict[str, dict[str, Any]] = {
         "probe_filter": True,
         "l2_includes_l3_share": False,
     },
-    "cpu": {"boot": "atomic", "roi": "timing"},
+    # post_roi: the CPU that runs the guest's hand-back after the ROI's stats dump:
+    # "atomic" (the boot CPU, after a Ruby writeback; configs/README.md
+    # "Post-ROI CPU") or "roi" (stay on the ROI CPU; nothing after the dump is measured)
+    "cpu": {"boot": "atomic", "roi": "timing", "post_roi": "atomic"},
     "gem5": {"script": "numa_run.py", "args": [], "checkpoint": True},
     "job": {
         "pinning": "free",
@@ -362,6 +367,12 @@ def validate(doc: dict[str, Any], default_name: str = "sweep") -> Spec:
         raise SpecError(
             "cpu.roi", f"{cpu['roi']!r} has no timing model for the ROI", ["timing", "o3"]
         )
+    _choice("cpu.post_roi", cpu["post_roi"], POST_ROI_CPUS)
+    if cpu["post_roi"] == "atomic" and cpu["boot"] != "atomic":
+        raise SpecError(
+            "cpu.post_roi", "'atomic' hands the cores back to the boot CPU: needs cpu.boot "
+            f"'atomic', got {cpu['boot']!r}", ["roi"],
+        )  # fmt: skip
     g5 = sec["gem5"]
     _check_type("gem5.script", g5["script"], str, "a file name under configs/")
     if not _GEM5_SCRIPT.match(g5["script"]) or ".." in g5["script"]:
@@ -369,6 +380,11 @@ def validate(doc: dict[str, Any], default_name: str = "sweep") -> Spec:
     _check_type("gem5.args", g5["args"], list, "a list of strings")
     for i, a in enumerate(g5["args"]):
         _check_type(f"gem5.args[{i}]", a, str, "a string")
+        if a.split("=", 1)[0] in CPU_FLAGS:
+            raise SpecError(
+                f"gem5.args[{i}]",
+                f"{a.split('=', 1)[0]} is set by [cpu] (boot, roi, post_roi), not gem5.args",
+            )
         if a.split("=", 1)[0] == "--perturb":
             # Ruby randomization replaces every message delay by 1-4 random
             # ticks: the NUMA factor collapses to ~1 (configs/numa_run.py).

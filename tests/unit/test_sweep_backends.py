@@ -174,6 +174,8 @@ def test_gem5_command_line_is_a_list_built_from_the_point(tmp_path: Path) -> Non
         "atomic",
         "--cpu-roi",
         "timing",
+        "--cpu-post-roi",  # the spec's default: the hand-back on the boot CPU
+        "atomic",
         "--kernel",
         PATHS["kernel"],
         "--disk-image",
@@ -188,6 +190,17 @@ def test_gem5_command_line_is_a_list_built_from_the_point(tmp_path: Path) -> Non
     assert cmd[-2:] == ["--debug-flags", "x y"]  # verbatim, one argv item each
     c2 = bk.gem5_command(rec_for(run), rd, checkpoint=Path("/ck/cpt"))
     assert c2[c2.index("--restore-checkpoint") + 1] == "/ck/cpt"
+    # the boot has no ROI: no post-ROI CPU; cpu.post_roi=roi keeps the ROI CPU
+    boot = bk.gem5_command(rec_for(run), rd, checkpoint=Path("/ck/cpt"), take_checkpoint=True)
+    assert "--cpu-post-roi" not in boot
+    stay = load_spec(preset="sensitivity", overrides=["cpu.post_roi=roi"])
+    c3 = bk.gem5_command(rec_for(build_runs(stay, "gem5", PROV)[7]), rd)
+    assert c3[c3.index("--cpu-post-roi") + 1] == "roi"
+    # a point recorded before cpu.post_roi existed ran its hand-back on the ROI CPU
+    old = rec_for(run)
+    del old["point"]["cpu"]["post_roi"]
+    c4 = bk.gem5_command(old, rd)
+    assert c4[c4.index("--cpu-post-roi") + 1] == "roi"
 
 
 def test_checkpoint_key_follows_what_the_guest_saw_at_boot() -> None:
