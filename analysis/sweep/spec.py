@@ -141,9 +141,10 @@ _SECTIONS: dict[str, dict[str, Any]] = {
         "l2_includes_l3_share": False,
     },
     # post_roi: the CPU that runs the guest's hand-back after the ROI's stats dump:
-    # "atomic" (the boot CPU, after a Ruby writeback; configs/README.md
-    # "Post-ROI CPU") or "roi" (stay on the ROI CPU; nothing after the dump is measured)
-    "cpu": {"boot": "atomic", "roi": "timing", "post_roi": "atomic"},
+    # "roi" (stay on the ROI CPU) or "atomic" (the boot CPU, after a Ruby
+    # writeback). Not the default: one 4x2 run of 2026-11-25 died after the
+    # switch with heap corruption in the guest (configs/README.md "Post-ROI CPU")
+    "cpu": {"boot": "atomic", "roi": "timing", "post_roi": "roi"},
     "gem5": {"script": "numa_run.py", "args": [], "checkpoint": True},
     "job": {
         "pinning": "free",

@@ -174,8 +174,8 @@ def test_gem5_command_line_is_a_list_built_from_the_point(tmp_path: Path) -> Non
         "atomic",
         "--cpu-roi",
         "timing",
-        "--cpu-post-roi",  # the spec's default: the hand-back on the boot CPU
-        "atomic",
+        "--cpu-post-roi",  # the spec's default: the hand-back on the ROI CPU
+        "roi",
         "--kernel",
         PATHS["kernel"],
         "--disk-image",
@@ -190,12 +190,12 @@ def test_gem5_command_line_is_a_list_built_from_the_point(tmp_path: Path) -> Non
     assert cmd[-2:] == ["--debug-flags", "x y"]  # verbatim, one argv item each
     c2 = bk.gem5_command(rec_for(run), rd, checkpoint=Path("/ck/cpt"))
     assert c2[c2.index("--restore-checkpoint") + 1] == "/ck/cpt"
-    # the boot has no ROI: no post-ROI CPU; cpu.post_roi=roi keeps the ROI CPU
+    # the boot has no ROI: no post-ROI CPU; cpu.post_roi=atomic hands back to the boot CPU
     boot = bk.gem5_command(rec_for(run), rd, checkpoint=Path("/ck/cpt"), take_checkpoint=True)
     assert "--cpu-post-roi" not in boot
-    stay = load_spec(preset="sensitivity", overrides=["cpu.post_roi=roi"])
-    c3 = bk.gem5_command(rec_for(build_runs(stay, "gem5", PROV)[7]), rd)
-    assert c3[c3.index("--cpu-post-roi") + 1] == "roi"
+    back = load_spec(preset="sensitivity", overrides=["cpu.post_roi=atomic"])
+    c3 = bk.gem5_command(rec_for(build_runs(back, "gem5", PROV)[7]), rd)
+    assert c3[c3.index("--cpu-post-roi") + 1] == "atomic"
     # a point recorded before cpu.post_roi existed ran its hand-back on the ROI CPU
     old = rec_for(run)
     del old["point"]["cpu"]["post_roi"]

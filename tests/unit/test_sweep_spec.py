@@ -82,7 +82,7 @@ def test_sensitivity_varies_factor_and_cores() -> None:
         ("job.pinning=everywhere", "job.pinning", "free, direct, interleave, crossed"),
         ("cpu.roi=atomic", "cpu.roi", "timing, o3"),
         ("cpu.post_roi=timing", "cpu.post_roi", "atomic, roi"),
-        ("cpu.boot=timing", "cpu.post_roi", "needs cpu.boot 'atomic'"),
+        ('cpu={boot="timing",roi="o3",post_roi="atomic"}', "cpu.post_roi", "needs cpu.boot"),
         ('gem5.args=["--cpu-post-roi", "roi"]', "gem5.args[0]", "[cpu]"),
         ("job.warmup_s=2", "job.warmup_s", "0..1.0"),
         ("job.warmup_s=-0.01", "job.warmup_s", "0..1.0"),
