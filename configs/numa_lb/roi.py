@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import json
 import time
+import traceback
 from collections.abc import Callable, Generator
 from enum import StrEnum
 from pathlib import Path
@@ -238,7 +239,12 @@ class RoiProtocol:
                 yield False
                 continue
             if self._before_reset is not None:
-                self._before_reset()
+                # the counter bridge (policy daemons' samples) must not cost the
+                # ROI: a bridge that cannot read this CPU model is recorded
+                try:
+                    self._before_reset()
+                except Exception as e:  # noqa: BLE001
+                    self._event("bridge_error", error=f"{type(e).__name__}: {e}")
             self._switch_once()
             self._reset_stats()
             tick = self._event("workbegin", switched_cpus=self._switched)
@@ -277,9 +283,31 @@ class RoiProtocol:
             self._set(state)
             yield True
 
+    def _guarded(self, handler: Generator[bool, None, None]) -> Generator[bool, None, None]:
+        """``handler``, but an exception in it stops the run as failed, recorded.
+
+        gem5 24's Simulator takes a KeyError out of a handler for "no handler
+        for this event" and silently runs its default instead (for workbegin:
+        reset the statistics, no ROI recorded); any other exception would kill
+        gem5 without a record. Found 2026-11-25: O3 runs lost their ROI start
+        to the counter bridge's KeyError."""
+        while True:
+            try:
+                stop = next(handler)
+            except Exception as e:  # noqa: BLE001 - every failure must reach roi.json
+                self._event(
+                    "handler_error",
+                    error=f"{type(e).__name__}: {e}",
+                    traceback=traceback.format_exc(limit=6),
+                )
+                self._set(RunState.FAILED)
+                while True:
+                    yield True  # stop now, and at any later event
+            yield stop
+
     def _capped(self, handler: Generator[bool, None, None]) -> Generator[bool, None, None]:
-        """``handler``, then: stop at the absolute tick limit, or re-arm what is left."""
-        for stop in handler:
+        """``handler`` (guarded), then: stop at the absolute tick limit, or re-arm what is left."""
+        for stop in self._guarded(handler):
             if not stop and self._tick_limit is not None:
                 left = self._tick_limit - self._tick()
                 if left <= 0:

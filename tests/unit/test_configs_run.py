@@ -400,3 +400,40 @@ def test_a_restore_must_keep_what_the_boot_fixed() -> None:
     ):  # fmt: skip
         why = boot_mismatch(boot, other.to_record())
         assert why is not None and why.startswith(field + ":"), why
+
+
+def test_a_failing_handler_stops_the_run_recorded_instead_of_gem5s_default(tmp_path: Path) -> None:
+    # gem5 24's Simulator would take this KeyError for "no handler" and quietly
+    # reset the statistics itself: the ROI start lost (O3 runs, 2026-11-25)
+    m = Machine()
+    proto = m.protocol(tmp_path, take=None)
+
+    def broken() -> None:
+        raise KeyError("no notIdleFraction under board.processor.switch0.core")
+
+    proto._reset_stats = broken
+    table = proto.handlers(Events)
+    m.now, m.work_id = 10, 1
+    assert next(table[Events.WORKBEGIN]) is True  # stop the simulation
+    rec = _state(tmp_path)
+    assert rec["state"] == "failed" and proto.exit_code() == 1
+    err = rec["events"][-1]
+    assert err["event"] == "handler_error" and "KeyError" in err["error"]
+    assert "notIdleFraction" in err["traceback"]
+    assert next(table[Events.WORKBEGIN]) is True  # and at any later event of that kind
+
+
+def test_a_counter_bridge_that_cannot_read_the_cpu_does_not_cost_the_roi(tmp_path: Path) -> None:
+    m = Machine()
+    proto = m.protocol(tmp_path, take=None)
+
+    def bridge() -> None:
+        raise KeyError("no notIdleFraction under board.processor.switch0.core")
+
+    proto._before_reset = bridge
+    table = proto.handlers(Events)
+    m.now, m.work_id = 10, 1
+    assert next(table[Events.WORKBEGIN]) is False
+    rec = _state(tmp_path)
+    assert [e["event"] for e in rec["events"]] == ["bridge_error", "workbegin"]
+    assert rec["state"] == "roi" and rec["roi"]["begin_tick"] == 10
