@@ -159,11 +159,18 @@ def gate(mx: pd.DataFrame) -> GateResult | None:
     the mix's thread groups, kernel counts at program end); mbplus and excl
     need non-zero leader-on-destination takes and leader-on-source skips.
     None when the runs hold none of those policies. Pinned runs (the positive
-    control's direct/crossed) are left out: the balancer cannot move a thread
-    pinned to its CPU, so they test nothing here."""
+    control's direct/crossed) and one-program runs are left out: they test
+    nothing here (a pinned thread cannot move; one program has no competitor)."""
     if "pinning" in mx.columns:
         free = [p is None or p != p or str(p) == "free" for p in mx["pinning"].astype(object)]
         mx = mx[free]
+    # ... and so are runs of one program (a calibration's pointer chase): the
+    # mechanism needs several programs competing for the nodes
+    if {"entity_type", "entity", "run_id"} <= set(mx.columns):
+        progs = mx[mx["entity_type"].astype(str) == "program"]
+        per_run = progs.groupby("run_id", observed=True)["entity"].nunique()
+        single = set(per_run[per_run < 2].index)
+        mx = mx[~mx["run_id"].isin(single)] if single else mx
     pol = mx["policy"].astype(str)
     have = set(pol)
     if "default" not in have and not have & set(GATE_LEADER_POLICIES):

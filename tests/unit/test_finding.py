@@ -106,6 +106,14 @@ def test_gate_leaves_pinned_runs_out() -> None:
     g = finding.gate(pd.concat([free, pinned], ignore_index=True))
     assert g is not None and g.passed and len(g.rows) == 2 * (1 + 2 * 2)
     assert finding.gate(pinned) is None
+    # a calibration's one-program runs (free, under default): no gate either
+    one = gate_frame(0.0, 0.0, 0.0).assign(run_id=lambda d: "r" + d["repeat"].astype(str))
+    prog = one.drop_duplicates("run_id").assign(entity_type="program", entity="pairs",
+                                                metric="elapsed_s", value=1.0)  # fmt: skip
+    assert finding.gate(pd.concat([one, prog], ignore_index=True)) is None
+    three = pd.concat([prog.assign(entity=e) for e in ("a", "b", "c")], ignore_index=True)
+    g3 = finding.gate(pd.concat([one, three], ignore_index=True))
+    assert g3 is not None and not g3.passed  # several programs: gated (and failing here)
 
 
 def test_gate_passes_and_fails_on_each_check() -> None:
