@@ -131,10 +131,15 @@ def positive_control(mx: pd.DataFrame) -> pd.DataFrame | None:
     return out.reset_index(drop=True)
 
 
+def _variants(ctl: pd.DataFrame) -> pd.Series:
+    """positive_control's variant column ("" for a table made without one)."""
+    return ctl["variant"] if "variant" in ctl.columns else pd.Series([""] * len(ctl))
+
+
 def control_grows(ctl: pd.DataFrame) -> bool:
     """The NUMA effect (crossed/direct) grows with f, strictly, over >= 2 factors
     of each variant (a variant measured at one factor only tests nothing)."""
-    variants = ctl["variant"] if "variant" in ctl.columns else pd.Series([""] * len(ctl))
+    variants = _variants(ctl)
     tested = False
     for v in dict.fromkeys(variants):
         r = ctl[variants.to_numpy() == v]["crossed_over_direct"].tolist()
@@ -242,8 +247,7 @@ def conclusion(
     out = []
     if ctl is not None and len(ctl):
         rs = ", ".join(f"{r.machine}: x{r.crossed_over_direct:.3f}" for r in ctl.itertuples())
-        variants = ctl["variant"] if "variant" in ctl.columns else pd.Series([""] * len(ctl))
-        if variants.value_counts().max() < 2:
+        if _variants(ctl).value_counts().max() < 2:
             grows = "is measured on one machine only: growth with f is not tested"
         else:
             grows = "grows with f" if control_grows(ctl) else "does NOT grow with f"

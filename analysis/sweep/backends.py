@@ -295,11 +295,10 @@ def gem5_args(
         a.append("--l2-includes-l3-share")
     cpu = point.cpu or {}
     a += ["--cpu-boot", cpu.get("boot", "atomic"), "--cpu-roi", cpu.get("roi", "timing")]
-    if with_job:  # points made before post_roi existed ran the hand-back on the ROI CPU
-        a += ["--cpu-post-roi", cpu.get("post_roi", "roi")]
     a += ["--kernel", paths["kernel"], "--disk-image", paths["image"]]
-    if with_job:
-        a += ["--job", str(run_dir / "job.json")]
+    if with_job:  # a boot has no ROI, so no post-ROI CPU; points made before
+        # post_roi existed ran the hand-back on the ROI CPU
+        a += ["--job", str(run_dir / "job.json"), "--cpu-post-roi", cpu.get("post_roi", "roi")]
     a += ["--seed", str(point.repeat)]
     return a
 

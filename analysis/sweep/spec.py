@@ -381,12 +381,12 @@ def validate(doc: dict[str, Any], default_name: str = "sweep") -> Spec:
     _check_type("gem5.args", g5["args"], list, "a list of strings")
     for i, a in enumerate(g5["args"]):
         _check_type(f"gem5.args[{i}]", a, str, "a string")
-        if a.split("=", 1)[0] in CPU_FLAGS:
+        flag = a.split("=", 1)[0]
+        if flag in CPU_FLAGS:
             raise SpecError(
-                f"gem5.args[{i}]",
-                f"{a.split('=', 1)[0]} is set by [cpu] (boot, roi, post_roi), not gem5.args",
+                f"gem5.args[{i}]", f"{flag} is set by [cpu] (boot, roi, post_roi), not gem5.args"
             )
-        if a.split("=", 1)[0] == "--perturb":
+        if flag == "--perturb":
             # Ruby randomization replaces every message delay by 1-4 random
             # ticks: the NUMA factor collapses to ~1 (configs/numa_run.py).
             raise SpecError(

@@ -402,16 +402,17 @@ def test_a_restore_must_keep_what_the_boot_fixed() -> None:
         assert why is not None and why.startswith(field + ":"), why
 
 
+def _no_busy_stat() -> None:
+    """What the counter bridge raised on the O3 CPU (2026-11-25)."""
+    raise KeyError("no notIdleFraction under board.processor.switch0.core")
+
+
 def test_a_failing_handler_stops_the_run_recorded_instead_of_gem5s_default(tmp_path: Path) -> None:
     # gem5 24's Simulator would take this KeyError for "no handler" and quietly
     # reset the statistics itself: the ROI start lost (O3 runs, 2026-11-25)
     m = Machine()
     proto = m.protocol(tmp_path, take=None)
-
-    def broken() -> None:
-        raise KeyError("no notIdleFraction under board.processor.switch0.core")
-
-    proto._reset_stats = broken
+    proto._reset_stats = _no_busy_stat
     table = proto.handlers(Events)
     m.now, m.work_id = 10, 1
     assert next(table[Events.WORKBEGIN]) is True  # stop the simulation
@@ -426,11 +427,7 @@ def test_a_failing_handler_stops_the_run_recorded_instead_of_gem5s_default(tmp_p
 def test_a_counter_bridge_that_cannot_read_the_cpu_does_not_cost_the_roi(tmp_path: Path) -> None:
     m = Machine()
     proto = m.protocol(tmp_path, take=None)
-
-    def bridge() -> None:
-        raise KeyError("no notIdleFraction under board.processor.switch0.core")
-
-    proto._before_reset = bridge
+    proto._before_reset = _no_busy_stat
     table = proto.handlers(Events)
     m.now, m.work_id = 10, 1
     assert next(table[Events.WORKBEGIN]) is False
