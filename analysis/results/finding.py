@@ -262,9 +262,17 @@ def conclusion(
             )
     if not imp.empty and (gate_result is None or gate_result.passed):
         diff = imp[imp["differs"]]
-        if diff.empty:
+        few = imp[imp["n"] < 2]
+        if len(few):  # one pair gives no interval: say so, never "no difference"
+            pts = ", ".join(f"{r.policy} at {_machine_of(r)}" for r in few.itertuples())
             out.append(
-                "No policy differs from the baseline beyond its 95 % interval at any NUMA factor."
+                f"No 95 % interval for {pts}: fewer than two paired repeats; "
+                "these points are not compared."
+            )
+        if diff.empty and len(few) < len(imp):
+            out.append(
+                "No policy with two or more paired repeats differs from the baseline "
+                "beyond its 95 % interval at any NUMA factor."
             )
         for r in diff.itertuples():
             word = "faster" if r.mean > 0 else "slower"

@@ -166,6 +166,23 @@ def test_improvement_per_factor_is_paired_and_flags_what_clears_its_interval() -
     assert "NOT architectural" in qemu[-1] and not any("Fidelity" in t for t in qemu)
 
 
+def test_one_pair_gives_no_interval_and_no_no_difference_claim() -> None:
+    """One run per policy: the report says no interval exists, and does not
+    claim that no policy differs (found in the 2026-11-25 pilot report)."""
+    rows = [row("stock", 1.6, 0, "elapsed_s", 10.0), row("excl", 1.6, 0, "elapsed_s", 9.0)]
+    imp = finding.improvement_by_factor(add_speedup(pd.DataFrame(rows)))
+    assert imp["n"].tolist() == [1] and not imp["differs"].any()
+    text = finding.conclusion(imp, None, None)
+    assert any(t.startswith("No 95 % interval for excl at f=1.6") for t in text)
+    assert not any("differs from the baseline" in t for t in text)
+    # with a second policy that has three pairs, the sentence covers that one only
+    for rep, t in enumerate((10.0, 12.0, 11.0)):
+        rows += [row("stock", 2.5, rep, "elapsed_s", t), row("tm", 2.5, rep, "elapsed_s", t)]
+    text = finding.conclusion(finding.improvement_by_factor(add_speedup(pd.DataFrame(rows))),
+                              None, None)  # fmt: skip
+    assert any("two or more paired repeats differs" in t for t in text)
+
+
 def test_a_failed_gate_withholds_conclusions() -> None:
     g = finding.gate(gate_frame(1.0, 0.0, 0.0))
     imp = pd.DataFrame([{"policy": "excl", "numa_factor": 1.6, "mean": 5.0, "ci95_lo": 1.0,
