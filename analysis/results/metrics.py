@@ -23,7 +23,9 @@ cycles               gem5 numCycles per CPU: every core cycle of the ROI, halted
                      included (TimingSimpleCPU folds a halt in only at its next
                      activity, so this undercounts a CPU halted at the dump).
 busy_cycles          gem5's busy-cycle count (exec_context.thread_0.numBusyCycles:
-                     numCycles x the tick-weighted not-idle fraction), per CPU.
+                     numCycles x the tick-weighted not-idle fraction), per CPU; an O3
+                     core has no exec_context stats: numCycles - idleCycles, the
+                     cycles it ticked (gem5stats.o3_busy_cycles).
 busy_fraction        busy_cycles / cycles.
 ipc                  IPC on busy (non-idle) cycles: per CPU insts / busy_cycles; for
                      the mix sum(insts) / sum(busy_cycles). Idle CPUs do not dilute it.
