@@ -21,7 +21,10 @@ reset them: the values before each reset are kept as offsets):
   (a tick-weighted average since the last reset) times the ticks since that
   reset, over the clock period. gem5's own ``numBusyCycles`` multiplies by
   ``numCycles``, which a halted TimingSimpleCPU updates only at its next
-  activity, and a switched-out CPU keeps its last ``notIdleFraction``;
+  activity, and a switched-out CPU keeps its last ``notIdleFraction``.
+  An O3 CPU has no exec_context statistics: its ``numCycles - idleCycles``,
+  the cycles it ticked (o3/cpu.cc adds slept cycles to both at wake-up; a
+  halt goes to ``quiesceCycles``), as ``analysis/results/gem5stats`` counts it;
 - ``llc_misses``: demand misses of the core's L2 (the LLC under MOESI_hammer);
 - ``mem_requests[s][d]``: demand requests (GETS/GETX) of socket s's caches
   homed at node d, from the request network's throttle counts
@@ -58,6 +61,8 @@ _CPU_IDX = re.compile(r"(\d+)\.core\.")
 _CACHE_IDX = re.compile(r"(?:core_caches|l1_cntrl|L1Cache_Controller)(\d+)\.")
 INSTS = ".core.commitStats0.numInsts"
 NOT_IDLE = ".core.exec_context.thread_0.notIdleFraction"
+CYCLES = ".core.numCycles"
+O3_IDLE = ".core.idleCycles"
 LLC_MISSES = ".L2cache.m_demand_misses"
 _NETWORK = re.compile(r"\.routers\d+\.throttle\d+\.msg_count\.(Request|Writeback)_Control$")
 DIR_REQUESTS = ".requestToDir.m_msg_count"
@@ -81,7 +86,7 @@ def wanted(name: str) -> bool:
         return _CACHE_IDX.search(name) is not None
     if name.endswith(DIR_REQUESTS):
         return _DIR_IDX.search(name) is not None  # not the DMA controllers'
-    return name.endswith((INSTS, NOT_IDLE)) or _NETWORK.search(name) is not None
+    return name.endswith((INSTS, NOT_IDLE, CYCLES, O3_IDLE)) or _NETWORK.search(name) is not None
 
 
 class CounterBridge:
@@ -166,13 +171,22 @@ class CounterBridge:
                 if m and int(m.group(1)) < self.ncpus:
                     llc[int(m.group(1))] += float(info.value)
         for cpu, prefix in enumerate(active[: self.ncpus]):
-            info = idx.get(prefix + NOT_IDLE[len(".core") :])
-            if info is None:
-                raise KeyError(f"no notIdleFraction under {prefix}")
-            info.prepare()  # AvgStor::result needs last == curTick
-            busy[cpu] = float(info.result) * (now - self.reset_tick + 1) / self.period_ticks
+            busy[cpu] = self._busy(idx, prefix, now)
         return {"tick": now, "insts": insts, "llc_misses": llc, "busy_cycles": busy,
                 "mem": self._mem_matrix()}  # fmt: skip
+
+    def _busy(self, idx: dict[str, Any], core: str, now: int) -> float:
+        """Busy cycles since the last reset of the active CPU ``core`` (a stats
+        prefix ending in ``.core``)."""
+        info = idx.get(core + NOT_IDLE[len(".core") :])
+        if info is not None:  # a simple CPU
+            info.prepare()  # AvgStor::result needs last == curTick
+            return float(info.result) * (now - self.reset_tick + 1) / self.period_ticks
+        cycles = idx.get(core + CYCLES[len(".core") :])
+        if cycles is None:  # not KeyError: gem5 24 reads that as "no handler" (roi._guarded)
+            raise LookupError(f"no notIdleFraction and no numCycles under {core}")
+        idle = idx.get(core + O3_IDLE[len(".core") :])
+        return float(cycles.value) - (float(idle.value) if idle is not None else 0.0)
 
     def _mem_matrix(self) -> dict[str, Any]:
         cfg = self.config()

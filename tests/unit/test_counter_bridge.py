@@ -12,6 +12,8 @@ import sys
 from enum import Enum
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "configs"))
 sys.path.insert(0, str(ROOT / "daemons"))
@@ -106,3 +108,55 @@ def test_without_a_bridge_sample_ids_are_foreign(tmp_path: Path) -> None:
     next(proto.handlers(Events)[Events.WORKBEGIN])
     rec = json.loads((tmp_path / ROI_RECORD_NAME).read_text())
     assert rec["events"][0]["work_id"] == 3 and "ignored" in rec["events"][0]["action"]
+
+
+class Stat:
+    """A live gem5 statistic's Info, as the bridge uses it."""
+
+    def __init__(self, name: str, value: float, result: float | None = None) -> None:
+        self.name, self.value, self.result = name, value, result
+
+    def prepare(self) -> None:
+        pass
+
+
+class Group:
+    def __init__(self, stats: list[Stat], groups: dict[str, Group] | None = None) -> None:
+        self.stats, self.groups = stats, groups or {}
+
+    def getStats(self) -> list[Stat]:  # noqa: N802 - gem5's name
+        return self.stats
+
+    def getStatGroups(self) -> dict[str, Group]:  # noqa: N802 - gem5's name
+        return self.groups
+
+
+def bridge_over(cores: dict[str, Group], tmp: Path) -> cb.CounterBridge:
+    root = Group([], {"board": Group([], {"processor": Group([], cores)})})
+    return cb.CounterBridge(
+        outdir=tmp, readfile=tmp / "r.bin", root=lambda: root, tick=lambda: 1_000_000,
+        active_cores=lambda: [f"board.processor.{n}.core" for n in cores],
+        sockets=[[0], [1]], cpu_clock_hz=1e12 / 500, reset_tick=0, config=tmp / "none.json",
+    )  # fmt: skip
+
+
+def test_busy_cycles_of_simple_and_o3_cores(tmp_path: Path) -> None:
+    """A timing core: its not-idle fraction times the cycles since the reset. An
+    O3 core has no exec_context stats (issue 14: the bridge raised KeyError and
+    gem5 24 dropped the ROI start): numCycles - idleCycles."""
+    timing = Group([Stat("numCycles", 1500)], {"exec_context": Group([], {
+        "thread_0": Group([Stat("notIdleFraction", 0, result=0.25)])})})  # fmt: skip
+    o3 = Group([Stat("numCycles", 1800), Stat("idleCycles", 300)])
+    got = bridge_over({"switch0": Group([], {"core": timing}),
+                       "switch1": Group([], {"core": o3})}, tmp_path).current()  # fmt: skip
+    # 1e6 ticks at 500 ticks per cycle: 2000 cycles, a quarter of them busy
+    assert abs(got["busy_cycles"][0] - 0.25 * 1_000_001 / 500) < 1e-9
+    assert got["busy_cycles"][1] == 1500
+
+
+def test_a_core_without_cycle_counters_is_an_error_gem5_does_not_swallow(tmp_path: Path) -> None:
+    b = bridge_over({"switch0": Group([], {"core": Group([])}),
+                     "switch1": Group([], {"core": Group([])})}, tmp_path)  # fmt: skip
+    with pytest.raises(LookupError, match="switch0") as e:
+        b.current()
+    assert not isinstance(e.value, KeyError)  # gem5 24 reads a KeyError as "no handler"
