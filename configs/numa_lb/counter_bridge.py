@@ -68,6 +68,15 @@ _NETWORK = re.compile(r"\.routers\d+\.throttle\d+\.msg_count\.(Request|Writeback
 DIR_REQUESTS = ".requestToDir.m_msg_count"
 
 
+def stats_prefix(path: str) -> str:
+    """The stats-tree name of a SimObject path. gem5 names element i of a
+    SimObject vector of n > 10 ``name%0*d`` in paths (``switch00`` ..
+    ``switch15``: m5/params.py SimObjectVector.set_parent) but ``name{i}`` in
+    the stats tree (m5/stats/__init__.py _bind_obj). Found 2026-11-25: on 4 x 4
+    the bridge looked for ``switch00`` and raised KeyError at the ROI start."""
+    return re.sub(r"\d+", lambda m: str(int(m.group())), path)
+
+
 def walk(group: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
     """(full name, Info) of every statistic below a gem5 stats Group, named as
     in stats.txt (``board.processor.switch0.core.commitStats0.numInsts``)."""
@@ -171,7 +180,7 @@ class CounterBridge:
                 if m and int(m.group(1)) < self.ncpus:
                     llc[int(m.group(1))] += float(info.value)
         for cpu, prefix in enumerate(active[: self.ncpus]):
-            busy[cpu] = self._busy(idx, prefix, now)
+            busy[cpu] = self._busy(idx, stats_prefix(prefix), now)
         return {"tick": now, "insts": insts, "llc_misses": llc, "busy_cycles": busy,
                 "mem": self._mem_matrix()}  # fmt: skip
 

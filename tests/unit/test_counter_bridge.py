@@ -160,3 +160,18 @@ def test_a_core_without_cycle_counters_is_an_error_gem5_does_not_swallow(tmp_pat
     with pytest.raises(LookupError, match="switch0") as e:
         b.current()
     assert not isinstance(e.value, KeyError)  # gem5 24 reads a KeyError as "no handler"
+
+
+def test_sixteen_cores_are_found_under_their_stats_names(tmp_path: Path) -> None:
+    """gem5 pads vector indices in paths (switch00) but not in stats names
+    (switch0) once a vector has more than 10 elements: 4 x 4 and 4 x 8 (the
+    roi.json of 2026-11-25: "no notIdleFraction under board.processor.switch00.core")."""
+    assert cb.stats_prefix("board.processor.switch00.core") == "board.processor.switch0.core"
+    assert cb.stats_prefix("board.processor.switch15.core") == "board.processor.switch15.core"
+    assert cb.stats_prefix("board.processor.switch.core") == "board.processor.switch.core"
+    cores = {f"switch{i}": Group([], {"core": Group([Stat("numCycles", 100 + i)])})
+             for i in range(16)}  # fmt: skip
+    b = bridge_over(cores, tmp_path)
+    b.active_cores = lambda: [f"board.processor.switch{i:02d}.core" for i in range(16)]
+    b.sockets, b.ncpus = [list(range(s * 4, s * 4 + 4)) for s in range(4)], 16
+    assert b.current()["busy_cycles"] == [100.0 + i for i in range(16)]
