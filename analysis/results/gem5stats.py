@@ -364,7 +364,8 @@ def _last_int(s: str) -> int:
 def o3_busy_cycles(values: dict[str, float]) -> dict[int, float]:
     """Per-CPU busy cycles of the cores that have no exec_context stats (O3):
     numCycles - idleCycles (see O3_IDLE_STAT; gem5 prints idleCycles only when
-    it is non-zero), summed per index like the other counters."""
+    it is non-zero), summed per index like the other counters. Checked on O3
+    only; the study's other ROI CPUs (atomic, timing) have exec_context stats."""
     out: dict[int, float] = {}
     for k, cyc in values.items():
         if not k.endswith(CYCLES_STAT):
