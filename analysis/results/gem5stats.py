@@ -191,13 +191,15 @@ CYCLES_STAT = ".core.numCycles"
 # thread (BaseSimpleCPU). numCycles alone counts halted time too, and
 # TimingSimpleCPU folds a halt into numCycles only at its next activity.
 BUSY_CYCLES_STAT = ".exec_context.thread_0.numBusyCycles"
-# The O3 CPU has no exec_context stats. It stops ticking when idle and adds the
-# cycles it slept to both numCycles and idleCycles when it wakes (o3/cpu.cc
-# wakeCPU); a halt (quiesce) goes to quiesceCycles, not numCycles. Its busy
-# cycles are therefore numCycles - idleCycles: the cycles it ticked.
-O3_IDLE_STAT = ".core.idleCycles"
+# The O3 CPU has no exec_context stats. It stops ticking when its pipeline has
+# nothing to do, a cache miss included, and adds the slept cycles to numCycles
+# (and idleCycles) when it wakes (o3/cpu.cc tick, wakeCPU); a halt (suspend)
+# goes to quiesceCycles only (activateContext). So its numCycles are the
+# non-halted cycles, stalls included: the simple CPUs' busy cycles. Its cycles,
+# halted ones included, are numCycles + quiesceCycles.
+O3_HALTED_STAT = ".core.quiesceCycles"
 LLC_MISS_STAT = ".L2cache.m_demand_misses"
-CORE_STATS = (INSTS_STAT, ".numInsts", CYCLES_STAT, BUSY_CYCLES_STAT, O3_IDLE_STAT,
+CORE_STATS = (INSTS_STAT, ".numInsts", CYCLES_STAT, BUSY_CYCLES_STAT, O3_HALTED_STAT,
               LLC_MISS_STAT)  # fmt: skip
 
 
@@ -208,8 +210,9 @@ def core_counters(values: dict[str, float]) -> dict[str, dict[int, float]]:
         insts = _per_index(values, ".numInsts", _CPU_IDX)
     cycles = _per_index(values, CYCLES_STAT, _CPU_IDX)
     busy = _per_index(values, BUSY_CYCLES_STAT, _CPU_IDX)
-    for i, b in o3_busy_cycles(values).items():
+    for i, (b, halted) in o3_cycles(values).items():
         busy[i] = busy.get(i, 0.0) + b
+        cycles[i] = cycles.get(i, 0.0) + halted
     l2_miss = _per_index(values, LLC_MISS_STAT, _CACHE_IDX)
     return {"insts": insts, "cycles": cycles, "busy_cycles": busy, "l2_demand_misses": l2_miss}
 
@@ -361,12 +364,13 @@ def _last_int(s: str) -> int:
     return int(m[-1]) if m else -1
 
 
-def o3_busy_cycles(values: dict[str, float]) -> dict[int, float]:
-    """Per-CPU busy cycles of the cores that have no exec_context stats (O3):
-    numCycles - idleCycles (see O3_IDLE_STAT; gem5 prints idleCycles only when
-    it is non-zero), summed per index like the other counters. Checked on O3
-    only; the study's other ROI CPUs (atomic, timing) have exec_context stats."""
-    out: dict[int, float] = {}
+def o3_cycles(values: dict[str, float]) -> dict[int, tuple[float, float]]:
+    """Per CPU index, (busy, halted) cycles of the cores that have no
+    exec_context stats (O3): numCycles and quiesceCycles (see O3_HALTED_STAT;
+    gem5 prints quiesceCycles only when it is non-zero), summed per index like
+    the other counters. Checked on O3 only; the study's other ROI CPUs
+    (atomic, timing) have exec_context stats."""
+    out: dict[int, tuple[float, float]] = {}
     for k, cyc in values.items():
         if not k.endswith(CYCLES_STAT):
             continue
@@ -374,7 +378,7 @@ def o3_busy_cycles(values: dict[str, float]) -> dict[int, float]:
         m = _CPU_IDX.search(k)
         if m is None or core + BUSY_CYCLES_STAT in values:
             continue  # a simple CPU: numBusyCycles counts it
-        idle = values.get(core + ".idleCycles", 0.0)
-        b = cyc - idle if math.isfinite(cyc) and math.isfinite(idle) else math.nan
-        out[int(m.group(1))] = out.get(int(m.group(1)), 0.0) + b
+        halted = values.get(core + ".quiesceCycles", 0.0)
+        b0, h0 = out.get(int(m.group(1)), (0.0, 0.0))
+        out[int(m.group(1))] = (b0 + cyc, h0 + halted)
     return out

@@ -21,11 +21,13 @@ improvement_pct      (speedup - 1) * 100: Chiang & Su [Chiang21]'s "performance 
 instructions         gem5 committed instructions per CPU (commitStats0.numInsts, ROI dump).
 cycles               gem5 numCycles per CPU: every core cycle of the ROI, halted ones
                      included (TimingSimpleCPU folds a halt in only at its next
-                     activity, so this undercounts a CPU halted at the dump).
+                     activity, so this undercounts a CPU halted at the dump). O3
+                     keeps halts out of numCycles: numCycles + quiesceCycles
+                     (gem5stats.o3_cycles; a halt is folded in at its end, too).
 busy_cycles          gem5's busy-cycle count (exec_context.thread_0.numBusyCycles:
-                     numCycles x the tick-weighted not-idle fraction), per CPU; an O3
-                     core has no exec_context stats: numCycles - idleCycles, the
-                     cycles it ticked (gem5stats.o3_busy_cycles).
+                     numCycles x the tick-weighted not-idle fraction), per CPU:
+                     cycles not halted, memory stalls included. An O3 core has no
+                     exec_context stats: its numCycles, which are exactly that.
 busy_fraction        busy_cycles / cycles.
 ipc                  IPC on busy (non-idle) cycles: per CPU insts / busy_cycles; for
                      the mix sum(insts) / sum(busy_cycles). Idle CPUs do not dilute it.
