@@ -22,9 +22,10 @@ reset them: the values before each reset are kept as offsets):
   reset, over the clock period. gem5's own ``numBusyCycles`` multiplies by
   ``numCycles``, which a halted TimingSimpleCPU updates only at its next
   activity, and a switched-out CPU keeps its last ``notIdleFraction``.
-  An O3 CPU has no exec_context statistics: its ``numCycles - idleCycles``,
-  the cycles it ticked (o3/cpu.cc adds slept cycles to both at wake-up; a
-  halt goes to ``quiesceCycles``), as ``analysis/results/gem5stats`` counts it;
+  An O3 CPU has no exec_context statistics: its ``numCycles``, the cycles
+  it was not halted, stalls included (o3/cpu.cc adds the cycles it slept
+  through a miss at wake-up; a halt goes to ``quiesceCycles`` only), as
+  ``analysis/results/gem5stats`` counts it;
 - ``llc_misses``: demand misses of the core's L2 (the LLC under MOESI_hammer);
 - ``mem_requests[s][d]``: demand requests (GETS/GETX) of socket s's caches
   homed at node d, from the request network's throttle counts
@@ -62,7 +63,6 @@ _CACHE_IDX = re.compile(r"(?:core_caches|l1_cntrl|L1Cache_Controller)(\d+)\.")
 INSTS = ".core.commitStats0.numInsts"
 NOT_IDLE = ".core.exec_context.thread_0.notIdleFraction"
 CYCLES = ".core.numCycles"
-O3_IDLE = ".core.idleCycles"
 LLC_MISSES = ".L2cache.m_demand_misses"
 _NETWORK = re.compile(r"\.routers\d+\.throttle\d+\.msg_count\.(Request|Writeback)_Control$")
 DIR_REQUESTS = ".requestToDir.m_msg_count"
@@ -95,7 +95,7 @@ def wanted(name: str) -> bool:
         return _CACHE_IDX.search(name) is not None
     if name.endswith(DIR_REQUESTS):
         return _DIR_IDX.search(name) is not None  # not the DMA controllers'
-    return name.endswith((INSTS, NOT_IDLE, CYCLES, O3_IDLE)) or _NETWORK.search(name) is not None
+    return name.endswith((INSTS, NOT_IDLE, CYCLES)) or _NETWORK.search(name) is not None
 
 
 class CounterBridge:
@@ -103,8 +103,9 @@ class CounterBridge:
 
     ``root``: gives the stats Group at the top (gem5's Root SimObject, which
     exists once the simulation is instantiated); ``tick``:
-    m5.curTick; ``active_cores``: the stats-name prefixes of the CPUs running
-    now, in cpu order (``board.processor.switch0.core``); ``reset_tick``: the
+    m5.curTick; ``active_cores``: the SimObject paths of the CPUs running
+    now, in cpu order (``board.processor.switch00.core``; ``stats_prefix``
+    gives their stats names); ``reset_tick``: the
     tick gem5 last reset the statistics at (the first simulate() resets them
     at the start tick); ``config``: gem5's config.json (the links and their
     throttles); ``sockets``: the cpus of each socket.
@@ -139,6 +140,7 @@ class CounterBridge:
         self.samples: list[dict[str, Any]] = []
         self.dropped = 0  # samples beyond COST_KEEP: counted, not itemised
         self.errors = 0
+        self.lost: str | None = None  # why the counts before a reset could not be kept
 
     # --------------------------------------------------------------- reading
     def index(self) -> dict[str, Any]:
@@ -194,8 +196,7 @@ class CounterBridge:
         cycles = idx.get(core + CYCLES[len(".core") :])
         if cycles is None:  # not KeyError: gem5 24 reads that as "no handler" (roi._guarded)
             raise LookupError(f"no notIdleFraction and no numCycles under {core}")
-        idle = idx.get(core + O3_IDLE[len(".core") :])
-        return float(cycles.value) - (float(idle.value) if idle is not None else 0.0)
+        return float(cycles.value)  # O3: not halted, stalls included
 
     def _mem_matrix(self) -> dict[str, Any]:
         cfg = self.config()
@@ -223,8 +224,16 @@ class CounterBridge:
     # ------------------------------------------------------- stats resets
     def before_reset(self) -> None:
         """Called right before gem5's statistics are reset (and the CPUs
-        switched): what was counted so far becomes the offset."""
-        cur = self.current()
+        switched): what was counted so far becomes the offset. If it cannot
+        be read, the reset still happens: every later reply is an error
+        rather than a count that silently misses what came before."""
+        try:
+            cur = self.current()
+        except Exception as e:
+            self.lost = f"{type(e).__name__}: {e}"
+            self.reset_tick = self.tick()
+            self.resets += 1
+            raise
         if self.offsets is None:
             self.offsets = cur
         else:
@@ -241,6 +250,8 @@ class CounterBridge:
 
     # --------------------------------------------------------------- replies
     def reply(self, seq: int) -> dict[str, Any]:
+        if self.lost is not None:
+            raise RuntimeError(f"counts before stats reset {self.resets} lost: {self.lost}")
         cur = self.current()
         off = self.offsets
         out: dict[str, Any] = {

@@ -143,7 +143,8 @@ def bridge_over(cores: dict[str, Group], tmp: Path) -> cb.CounterBridge:
 def test_busy_cycles_of_simple_and_o3_cores(tmp_path: Path) -> None:
     """A timing core: its not-idle fraction times the cycles since the reset. An
     O3 core has no exec_context stats (issue 14: the bridge raised KeyError and
-    gem5 24 dropped the ROI start): numCycles - idleCycles."""
+    gem5 24 dropped the ROI start): its numCycles, the cycles it was not
+    halted, stalls included (idleCycles, the stalls it slept through, stay in)."""
     timing = Group([Stat("numCycles", 1500)], {"exec_context": Group([], {
         "thread_0": Group([Stat("notIdleFraction", 0, result=0.25)])})})  # fmt: skip
     o3 = Group([Stat("numCycles", 1800), Stat("idleCycles", 300)])
@@ -151,7 +152,7 @@ def test_busy_cycles_of_simple_and_o3_cores(tmp_path: Path) -> None:
                        "switch1": Group([], {"core": o3})}, tmp_path).current()  # fmt: skip
     # 1e6 ticks at 500 ticks per cycle: 2000 cycles, a quarter of them busy
     assert abs(got["busy_cycles"][0] - 0.25 * 1_000_001 / 500) < 1e-9
-    assert got["busy_cycles"][1] == 1500
+    assert got["busy_cycles"][1] == 1800
 
 
 def test_a_core_without_cycle_counters_is_an_error_gem5_does_not_swallow(tmp_path: Path) -> None:
@@ -175,3 +176,18 @@ def test_sixteen_cores_are_found_under_their_stats_names(tmp_path: Path) -> None
     b.active_cores = lambda: [f"board.processor.switch{i:02d}.core" for i in range(16)]
     b.sockets, b.ncpus = [list(range(s * 4, s * 4 + 4)) for s in range(4)], 16
     assert b.current()["busy_cycles"] == [100.0 + i for i in range(16)]
+
+
+def test_counts_lost_at_a_reset_make_every_later_reply_an_error(tmp_path: Path) -> None:
+    """A bridge that cannot read the counters at the ROI start (the stats are
+    reset anyway) must not answer later samples with counts that silently
+    miss what came before, nor with a stale reset tick."""
+    b = bridge_over({"switch0": Group([], {"core": Group([])}),
+                     "switch1": Group([], {"core": Group([])})}, tmp_path)  # fmt: skip
+    with pytest.raises(LookupError):
+        b.before_reset()
+    assert b.resets == 1 and b.reset_tick == 1_000_000
+    b.sample()
+    rep = json.loads((tmp_path / "r.bin").read_text())
+    assert "counts before stats reset 1 lost: LookupError" in rep["error"]
+    assert b.errors == 1 and "busy_cycles" not in rep
