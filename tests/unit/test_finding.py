@@ -181,6 +181,8 @@ def test_one_pair_gives_no_interval_and_no_no_difference_claim() -> None:
     text = finding.conclusion(finding.improvement_by_factor(add_speedup(pd.DataFrame(rows))),
                               None, None)  # fmt: skip
     assert any("two or more paired repeats differs" in t for t in text)
+    nointerval = next(t for t in text if t.startswith("No 95 % interval"))
+    assert "excl at f=1.6" in nointerval and "tm" not in nointerval
 
 
 def test_a_failed_gate_withholds_conclusions() -> None:
