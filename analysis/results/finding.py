@@ -108,7 +108,8 @@ def positive_control(mx: pd.DataFrame) -> pd.DataFrame | None:
     mx = mx.copy()
     if "link_latency" not in mx.columns:
         mx["link_latency"] = ""
-    mx["link_latency"] = mx["link_latency"].fillna("").astype(str)
+    # object first: a categorical column (frames read back) refuses a new "" value
+    mx["link_latency"] = mx["link_latency"].astype(object).fillna("").astype(str)
     mx["_machine"] = machines_with_mix(mx)
     rows = []
     keys = ["numa_factor", "link_latency", "_machine"]

@@ -36,6 +36,22 @@ def test_positive_control_ratio_and_growth() -> None:
     assert finding.positive_control(pd.DataFrame(rows[:1])) is None
 
 
+def test_positive_control_from_categorical_columns() -> None:
+    """Frames keep spec columns as categoricals; a control given by factors has
+    an all-missing link_latency. Found 2026-11-25: the lft8 control's report
+    failed with "Cannot setitem on a Categorical with a new category"."""
+    rows = []
+    for f, crossed in ((1.1, 1.02), (2.5, 1.30)):
+        rows.append(row("stock", f, 0, "elapsed_s", 1.0, pinning="direct"))
+        rows.append(row("stock", f, 0, "elapsed_s", crossed, pinning="crossed"))
+    df = pd.DataFrame(rows)
+    for col in ("link_latency", "pinning", "mix", "policy"):
+        df[col] = df[col].astype("category")
+    ctl = finding.positive_control(df)
+    assert ctl is not None and ctl["machine"].tolist() == ["f=1.1", "f=2.5"]
+    assert ctl["crossed_over_direct"].round(3).tolist() == [1.02, 1.30]
+
+
 def test_positive_control_by_link_latency_orders_links_numerically() -> None:
     # points given by link latency (no requested factor): one row per link, in
     # cycles order (150 after 60, not before as strings would sort)
