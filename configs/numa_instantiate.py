@@ -26,7 +26,7 @@ from m5.objects import Root
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from numa_lb.counter_bridge import READFILE_NAME, CounterBridge  # noqa: E402
+from numa_lb.counter_bridge import READFILE_NAME, CounterBridge, core_paths  # noqa: E402
 from numa_lb.hammer_hierarchy import NumaHammerCacheHierarchy  # noqa: E402
 from numa_lb.numa_board import NumaX86Board  # noqa: E402
 from numa_lb.options import add_topology_args, topology_or_exit  # noqa: E402
@@ -76,12 +76,12 @@ def main() -> None:
         bridge = CounterBridge(
             outdir=outdir, readfile=outdir / READFILE_NAME, root=Root.getInstance,
             tick=m5.curTick,
-            active_cores=lambda: [c.get_simobject().path() for c in processor.get_cores()],
+            active_cores=lambda: core_paths(processor),
             sockets=[topology.cpus_of_socket(s) for s in range(topology.sockets)],
             cpu_clock_hz=topology.cpu_clock_hz, reset_tick=0, config=outdir / "config.json",
         )  # fmt: skip
         cur = bridge.current()
-        paths = [c.get_simobject().path() for c in processor.get_cores()]
+        paths = core_paths(processor)
         print("BRIDGE " + json.dumps({"paths": paths, "busy_cycles": cur["busy_cycles"],
                                       "insts": cur["insts"]}), flush=True)  # fmt: skip
     del root

@@ -47,7 +47,7 @@ sys.path.insert(0, str(CONFIGS))
 sys.path.insert(0, str(REPO / "disk-image"))
 
 import guest_io  # noqa: E402  (disk-image/: the job and result formats)
-from numa_lb.counter_bridge import READFILE_NAME, CounterBridge  # noqa: E402
+from numa_lb.counter_bridge import READFILE_NAME, CounterBridge, core_paths  # noqa: E402
 from numa_lb.cpu_switch import back_to_boot_cpu  # noqa: E402
 from numa_lb.hammer_hierarchy import NumaHammerCacheHierarchy  # noqa: E402
 from numa_lb.kernel_cmdline import guest_args, image_boot  # noqa: E402
@@ -225,7 +225,7 @@ def main() -> None:
             readfile=readfile,
             root=m5.objects.Root.getInstance,
             tick=m5.curTick,
-            active_cores=lambda: [c.get_simobject().path() for c in processor.get_cores()],
+            active_cores=lambda: core_paths(processor),
             sockets=[topology.cpus_of_socket(s) for s in range(topology.sockets)],
             cpu_clock_hz=topology.cpu_clock_hz,
             reset_tick=start_tick,  # the first simulate() resets the statistics

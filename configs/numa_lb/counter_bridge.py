@@ -77,6 +77,12 @@ def stats_prefix(path: str) -> str:
     return re.sub(r"\d+", lambda m: str(int(m.group())), path)
 
 
+def core_paths(processor: Any) -> list[str]:
+    """The SimObject paths of a stdlib processor's current cores, in cpu order
+    (what ``CounterBridge`` takes as ``active_cores``)."""
+    return [c.get_simobject().path() for c in processor.get_cores()]
+
+
 def walk(group: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
     """(full name, Info) of every statistic below a gem5 stats Group, named as
     in stats.txt (``board.processor.switch0.core.commitStats0.numInsts``)."""
