@@ -105,7 +105,10 @@ def positive_control(mx: pd.DataFrame) -> pd.DataFrame | None:
     pins = set(mx["pinning"].dropna().astype(str))
     if not {"direct", "crossed"} <= pins:
         return None
-    mx = mx.copy()
+    # only the pinned runs: a sweep's free runs kept beside the control (the
+    # finding's frame holds both) would add machines with no pair, a "xnan"
+    # ratio and a false "does NOT grow with f"
+    mx = mx[mx["pinning"].astype(str).isin(("direct", "crossed"))].copy()
     if "link_latency" not in mx.columns:
         mx["link_latency"] = ""
     # object first: a categorical column (frames read back) refuses a new "" value

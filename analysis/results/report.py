@@ -178,8 +178,11 @@ def not_baseline(mx: pd.DataFrame) -> pd.Series:
 
 
 def baseline_name(mx: pd.DataFrame) -> str:
-    """The baseline the improvement rows of @mx are over, for titles."""
-    rows = mx[mx["metric"] == "improvement_pct"] if "metric" in mx.columns else mx
+    """The baseline the improvement (or, given only those, speedup) rows of
+    @mx are over, for titles."""
+    rows = mx
+    if "metric" in mx.columns and (mx["metric"] == "improvement_pct").any():
+        rows = mx[mx["metric"] == "improvement_pct"]
     names = sorted(set(rows["baseline"].dropna().astype(str))) if "baseline" in rows else []
     return " / ".join(names) if names else "default"
 

@@ -326,3 +326,16 @@ def test_frames_kept_before_a_spec_column_still_report(tmp_path: Path) -> None:
     assert "warmup_s" in back.metrics.columns and back.metrics["warmup_s"].isna().all()
     out = write_report_from_frames(old, tmp_path / "rep")
     assert "Warm-up effect" not in out["md"].read_text()
+
+
+def test_the_baseline_is_named_from_speedup_rows_too() -> None:
+    """Fig. 14c is titled from the program-level speedup rows. Found
+    2026-11-25: with no improvement rows among them the title said "speedup
+    over default" while the numbers were over stock."""
+    from analysis.results.report import baseline_name
+
+    sp = pd.DataFrame({"metric": ["speedup"] * 2, "baseline": ["stock", "stock"]})
+    assert baseline_name(sp) == "stock"
+    both = pd.DataFrame({"metric": ["speedup", "improvement_pct"], "baseline": ["x", "stock"]})
+    assert baseline_name(both) == "stock"
+    assert baseline_name(pd.DataFrame({"metric": ["speedup"]})) == "default"

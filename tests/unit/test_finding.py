@@ -52,6 +52,28 @@ def test_positive_control_from_categorical_columns() -> None:
     assert ctl["crossed_over_direct"].round(3).tolist() == [1.02, 1.30]
 
 
+def test_positive_control_ignores_free_runs_kept_beside_it() -> None:
+    """The finding's frame holds the sweep (pinning free, another mix and time
+    scale) and the control. Found 2026-11-25: the free runs became machines of
+    their own with ratio "xnan", and the conclusion said the effect "does NOT
+    grow with f" although the control grows."""
+    rows = []
+    for f, crossed in ((1.1, 1.02), (1.6, 1.10), (2.5, 1.30)):
+        rows.append(row("stock", f, 0, "elapsed_s", 1.0, pinning="direct", mix="lft8"))
+        rows.append(row("stock", f, 0, "elapsed_s", crossed, pinning="crossed", mix="lft8"))
+        rows.append(row("stock", f, 0, "elapsed_s", 0.9, mix="lb3", sched_scale="bf=1"))
+        rows.append(row("excl", f, 0, "elapsed_s", 0.8, mix="lb3", sched_scale="bf=1"))
+    df = pd.DataFrame(rows)
+    for col in ("pinning", "mix"):
+        df[col] = df[col].astype("category")
+    ctl = finding.positive_control(df)
+    assert ctl is not None
+    assert ctl["machine"].tolist() == ["f=1.1", "f=1.6", "f=2.5"]
+    assert ctl["crossed_over_direct"].round(3).tolist() == [1.02, 1.10, 1.30]
+    text = " ".join(finding.conclusion(finding.improvement_by_factor(df), None, ctl))
+    assert "grows with f" in text and "NOT" not in text and "nan" not in text
+
+
 def test_positive_control_by_link_latency_orders_links_numerically() -> None:
     # points given by link latency (no requested factor): one row per link, in
     # cycles order (150 after 60, not before as strings would sort)
