@@ -64,8 +64,10 @@ RUN_COLS = [
     "attempt",
     "program_kinds",  # the mix's program kinds seen by the guest: workload, parsec, cmd
     "gem5_host_s",  # host seconds of the restored gem5 process (logs/host_times.json)
+    "gem5_cpu_s",  # its CPU seconds (user + system; recorded since 2026-11-25)
     "checkpoint_key",  # the boot checkpoint it restored
     "checkpoint_host_s",  # host seconds of that checkpoint's boot (shared)
+    "checkpoint_cpu_s",  # CPU seconds of that boot (recorded since 2026-11-25)
 ]
 
 
@@ -223,7 +225,8 @@ def host_times(path: Path, errors: list[tuple[str, str]]) -> dict[str, Any]:
     """Host seconds of a gem5 run (logs/host_times.json, analysis/sweep/backends.py):
     its own gem5 process, and the boot of the checkpoint it restored (shared by
     every run with the same ``checkpoint_key``)."""
-    out: dict[str, Any] = {"gem5_host_s": None, "checkpoint_key": None, "checkpoint_host_s": None}
+    out: dict[str, Any] = {"gem5_host_s": None, "gem5_cpu_s": None, "checkpoint_key": None,
+                           "checkpoint_host_s": None, "checkpoint_cpu_s": None}  # fmt: skip
     f = path / "logs" / "host_times.json"
     if not f.exists():
         return out
@@ -236,10 +239,12 @@ def host_times(path: Path, errors: list[tuple[str, str]]) -> dict[str, Any]:
         errors.append(("logs/host_times.json", "not a JSON object"))
         return out
     out["gem5_host_s"] = _number(d.get("gem5_s"))
+    out["gem5_cpu_s"] = _number(d.get("gem5_cpu_s"))
     ck = d.get("checkpoint")
     if isinstance(ck, dict):
         out["checkpoint_key"] = _scalar(ck.get("key"))
         out["checkpoint_host_s"] = _number(ck.get("host_s"))
+        out["checkpoint_cpu_s"] = _number(ck.get("cpu_s"))
     return out
 
 

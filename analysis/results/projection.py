@@ -48,6 +48,7 @@ class Measured:
     ips: float
     roi_instructions: dict[tuple[str, int], float]  # (mix, threads) -> median
     runs: int
+    cpu_runs: int = 0  # runs whose figures are CPU time (the rest: wall time)
 
 
 def measure(dirs: list[Path]) -> Measured:
@@ -64,11 +65,17 @@ def measure(dirs: list[Path]) -> Measured:
 
     ck = done.dropna(subset=["checkpoint_key", "checkpoint_host_s"])
     ck = ck.drop_duplicates("checkpoint_key")
-    per_cpu = [float(r.checkpoint_host_s) / (int(r.sockets) * int(r.cores_per_socket))
-               for r in ck.itertuples()]  # fmt: skip
+    per_cpu = [_cpu_or_wall(r, "checkpoint_cpu_s", "checkpoint_host_s")
+               / (int(r.sockets) * int(r.cores_per_socket)) for r in ck.itertuples()]  # fmt: skip
     roi, ips, ins = per_run("roi_host_s"), per_run("sim_speed_ips"), per_run("instructions")
     g5 = done.set_index("run_id")["gem5_host_s"].dropna()
-    outside = [float(g5[r] - roi[r]) for r in g5.index if r in roi.index]
+    # a run's CPU share (CPU / wall of its gem5 process) where its CPU time is
+    # known: wall-clock figures of runs that shared cores overstate their cost
+    share = {r.run_id: _cpu_or_wall(r, "gem5_cpu_s", "gem5_host_s") / float(r.gem5_host_s)
+             for r in done.itertuples() if _positive(r.gem5_host_s)}  # fmt: skip
+    cpu_runs = sum(1 for r in done.itertuples() if _positive(getattr(r, "gem5_cpu_s", None)))
+    outside = [float(g5[r] - roi[r]) * share.get(r, 1.0) for r in g5.index if r in roi.index]
+    ips = pd.Series({r: float(v) / share.get(r, 1.0) for r, v in ips.items()}, dtype=float)
     if not per_cpu or not outside or ips.empty:
         raise ValueError("the measured runs lack checkpoint, gem5 or ROI host times")
     by_mix: dict[tuple[str, int], list[float]] = {}
@@ -81,7 +88,22 @@ def measure(dirs: list[Path]) -> Measured:
         float(ips.median()),
         {k: statistics.median(v) for k, v in by_mix.items()},
         len(done),
+        cpu_runs,
     )
+
+
+def _positive(v: object) -> bool:
+    try:
+        x = float(v)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
+    return math.isfinite(x) and x > 0
+
+
+def _cpu_or_wall(r: object, cpu: str, wall: str) -> float:
+    """A row's CPU seconds where recorded (and positive), else its wall seconds."""
+    c = getattr(r, cpu, None)
+    return float(c) if _positive(c) else float(getattr(r, wall))  # type: ignore[arg-type]
 
 
 @dataclass
@@ -149,7 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError, SpecError) as e:
         print(f"projection: {e}", file=sys.stderr)
         return 2
-    print(f"measured ({m.runs} done gem5 runs): boot {m.boot_s_per_cpu:.0f} host s per "
+    basis = (f"CPU time of {m.cpu_runs}, wall time of {m.runs - m.cpu_runs}" if m.cpu_runs
+             else "wall time: runs that shared cores overstate")  # fmt: skip
+    print(f"measured ({m.runs} done gem5 runs; {basis}): boot {m.boot_s_per_cpu:.0f} host s per "
           f"simulated CPU; outside the ROI {m.outside_s:.0f} s per run; ROI "
           f"{m.ips / 1e6:.3f} M inst/host s, i.e. {1e9 / m.ips / 3600:.2f} host-hours per "
           "10^9 ROI instructions")  # fmt: skip

@@ -3,8 +3,9 @@ the boot checkpoints it shared, the ROI simulation speed, and the sweep's total.
 
 Inputs are the runs frame (``duration_s``: the worker's wall time, which
 includes a checkpoint boot the run had to do or wait for; ``gem5_host_s``:
-the restored gem5 process; ``checkpoint_key``/``checkpoint_host_s``: the boot
-it restored) and the metrics rows ``roi_host_s`` and ``sim_speed_ips``.
+the restored gem5 process, ``gem5_cpu_s`` its CPU time where recorded;
+``checkpoint_key``/``checkpoint_host_s``/``checkpoint_cpu_s``: the boot it
+restored) and the metrics rows ``roi_host_s`` and ``sim_speed_ips``.
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ def summary(runs: pd.DataFrame, mx: pd.DataFrame) -> list[CostRow]:
     out: list[CostRow | None] = [_row("run wall time (worker)", wall)]
     if "gem5_host_s" in done:
         out.append(_row("gem5 process (restore to exit)", done["gem5_host_s"]))
+    if "gem5_cpu_s" in done:
+        # CPU below wall: the run shared the host's cores with others
+        out.append(_row("gem5 process CPU time (user + system)", done["gem5_cpu_s"]))
     roi = mx[mx["metric"] == "roi_host_s"] if not mx.empty else mx
     if not roi.empty:
         out.append(_row("ROI", roi["value"]))
@@ -58,6 +62,8 @@ def summary(runs: pd.DataFrame, mx: pd.DataFrame) -> list[CostRow]:
     if "checkpoint_key" in done and "checkpoint_host_s" in done:
         ck = done.dropna(subset=["checkpoint_key"]).drop_duplicates("checkpoint_key")
         out.append(_row("boot checkpoint (shared, once per key)", ck["checkpoint_host_s"]))
+        if "checkpoint_cpu_s" in ck:
+            out.append(_row("boot checkpoint CPU time", ck["checkpoint_cpu_s"]))
     return [r for r in out if r is not None]
 
 

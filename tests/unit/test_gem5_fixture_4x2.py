@@ -105,6 +105,29 @@ def test_host_costs_are_recorded_and_project() -> None:
     assert math.isclose(m.boot_s_per_cpu, r["checkpoint_host_s"] / 8)
 
 
+def test_the_projection_takes_cpu_time_where_a_run_recorded_it() -> None:
+    """A run that shared its cores has a wall time above its CPU time; since
+    2026-11-25 the worker records both, and the projection uses the CPU share.
+    The fixture's run predates that: its host_times get CPU seconds here (half
+    the wall time, as if it had shared one core with another run)."""
+    wall = measure([RUN.parents[1]])
+    assert wall.cpu_runs == 0
+    dst = Path(tempfile.mkdtemp(prefix="gem5-run-cpu-")) / "runs" / RUN.name
+    shutil.copytree(RUN, dst)
+    ht = dst / "logs" / "host_times.json"
+    d = json.loads(ht.read_text())
+    d["gem5_cpu_s"] = d["gem5_s"] / 2
+    d["checkpoint"]["cpu_s"] = d["checkpoint"]["host_s"] / 4
+    ht.write_text(json.dumps(d))
+    r = build_frames([dst.parents[0]]).runs.iloc[0]
+    assert r["gem5_cpu_s"] == d["gem5_s"] / 2 and r["checkpoint_cpu_s"] == d["checkpoint"]["cpu_s"]
+    cpu = measure([dst.parents[0]])
+    assert cpu.cpu_runs == 1
+    assert math.isclose(cpu.ips, 2 * wall.ips)
+    assert math.isclose(cpu.outside_s, wall.outside_s / 2)
+    assert math.isclose(cpu.boot_s_per_cpu, wall.boot_s_per_cpu / 4)
+
+
 def test_projection_counts_the_presets_runs_and_boots() -> None:
     from analysis.results.projection import project  # noqa: PLC0415
     from analysis.sweep.matrix import run_count  # noqa: PLC0415

@@ -47,3 +47,15 @@ def test_nothing_known_is_no_table() -> None:
     assert run_cost.summary(pd.DataFrame(), pd.DataFrame()) == []
     bare = pd.DataFrame({"run_id": ["a"], "state": ["failed"], "duration_s": [float("nan")]})
     assert run_cost.summary(bare, pd.DataFrame(columns=["run_id", "metric", "value"])) == []
+
+
+def test_cpu_time_rows_appear_where_runs_recorded_it() -> None:
+    runs = _runs().assign(gem5_cpu_s=[200.0, 380.0, None, None],
+                          checkpoint_cpu_s=[590.0, 590.0, None, None])  # fmt: skip
+    rows = {r.what: r for r in run_cost.summary(runs, _mx())}
+    cpu = rows["gem5 process CPU time (user + system)"]
+    assert (cpu.n, cpu.total) == (2, 580.0)  # c predates the record: left out, not 0
+    assert rows["boot checkpoint CPU time"].n == 1
+    assert "gem5 process CPU time (user + system)" not in {
+        r.what for r in run_cost.summary(_runs(), _mx())
+    }

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import shlex
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -321,3 +322,20 @@ def test_gem5_at_its_limit_gets_sigusr1_to_dump_statistics_then_dies(tmp_path: P
     assert "workbegin at tick 9" in msg and "0.123 s simulated" in msg
     with open(tmp_path / "log", "wb") as log:  # a normal end: its exit code
         assert bk.run_to_limit(["sh", "-c", "exit 3"], log, tmp_path, timeout_s=10) == 3
+
+
+def test_children_cpu_time_counts_a_busy_child_not_a_sleeping_one(tmp_path: Path) -> None:
+    """run_gem5 records gem5's CPU seconds as the difference of children_cpu_s
+    around it: a child that spins for 0.3 s adds about that, one that sleeps
+    0.3 s almost nothing (its wall time would say 0.3 s both times)."""
+    spin = [sys.executable, "-c", "import time\nt=time.process_time()\n"
+            "while time.process_time()-t<0.3: pass"]  # fmt: skip
+    nap = [sys.executable, "-c", "import time; time.sleep(0.3)"]
+    with open(tmp_path / "log", "wb") as log:
+        c0 = bk.children_cpu_s()
+        assert bk.run_to_limit(spin, log, tmp_path, timeout_s=60) == 0
+        c1 = bk.children_cpu_s()
+        assert bk.run_to_limit(nap, log, tmp_path, timeout_s=60) == 0
+        c2 = bk.children_cpu_s()
+    assert c1 - c0 >= 0.3
+    assert c2 - c1 < 0.25  # the interpreter's start-up only
