@@ -137,7 +137,7 @@ def test_projection_counts_the_presets_runs_and_boots() -> None:
     p = project("finding", m, {}, nodes=100, slots_per_node=32)
     assert p.runs == run_count(load_spec(preset="finding")) == 45
     assert p.boots == 2 and p.unknown == 45 and p.run_h == 0  # stock + release; no estimate
-    p = project("finding", m, {"lb3-block128": 1e9}, nodes=100, slots_per_node=32)
+    p = project("finding", m, {"lb3-block192": 1e9}, nodes=100, slots_per_node=32)
     assert p.unknown == 0
     assert math.isclose(p.run_h, 45 * (m.outside_s + 1e9 / m.ips) / 3600)
     # 100 nodes x 32 one-CPU slots: the boots in parallel, then one wave of runs
