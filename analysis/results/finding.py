@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from .metrics import summarize
+from .metrics import summarize, t975
 
 # Go/no-go gate of a discriminating scenario (issue 15 item 2)
 GATE_MIN_BALANCE_XNODE = 50  # default: cross-node load-balancing migrations per run
@@ -235,6 +235,39 @@ def improvement_by_factor(mx: pd.DataFrame) -> pd.DataFrame:
     ).reset_index(drop=True)
 
 
+RESOLUTION_TARGET_PCT = 2.0  # the interval half-width a referee would want, in points
+
+
+def repeats_for(sd: float, half_width: float) -> int | None:
+    """Fewest paired repeats n whose 95 % interval (t(n-1) sd / sqrt n) is at
+    most half_width; None beyond 1000 or without a spread."""
+    if not (sd > 0 and half_width > 0):
+        return None
+    for n in range(2, 1001):
+        if t975(n - 1) * sd / math.sqrt(n) <= half_width:
+            return n
+    return None
+
+
+def resolution(imp: pd.DataFrame) -> str | None:
+    """How wide the intervals are, and how many paired repeats would make them
+    RESOLUTION_TARGET_PCT wide at the measured spread (median over the points
+    with >= 2 pairs): "no difference" means little without it."""
+    ok = imp[(imp["n"] >= 2) & imp["std"].notna()]
+    if ok.empty:
+        return None
+    hw = float(ok["ci95"].median())
+    sd = float(ok["std"].median())
+    n = repeats_for(sd, RESOLUTION_TARGET_PCT)
+    need = f"about {n}" if n is not None else "more than 1000"
+    return (
+        f"Resolution: the 95 % intervals are +/-{hw:.1f} points wide (median over "
+        f"{len(ok)} points, {int(ok['n'].median())} pairs each); at the measured spread "
+        f"(median sd of the paired improvement {sd:.1f} points) +/-"
+        f"{RESOLUTION_TARGET_PCT:g} would need {need} paired repeats."
+    )
+
+
 def _machine_of(r: Any) -> str:
     m = getattr(r, "machine", None)
     return str(m) if isinstance(m, str) else machine_label(float(r.numa_factor), "")
@@ -278,6 +311,8 @@ def conclusion(
                 "No policy with two or more paired repeats differs from the baseline "
                 "beyond its 95 % interval at any NUMA factor."
             )
+        if (res := resolution(imp)) is not None:
+            out.append(res)
         for r in diff.itertuples():
             word = "faster" if r.mean > 0 else "slower"
             out.append(

@@ -314,3 +314,27 @@ def test_runs_at_different_balancer_time_scales_are_kept_apart() -> None:
     got = dict(zip(imp["machine"], imp["mean"], strict=True))
     assert abs(got["f=1.6 [kernel defaults]"] - 100 * (1 / 0.9 - 1)) < 0.01
     assert abs(got[f"f=1.6 [{scaled}]"] - 100.0) < 0.01
+
+
+def test_the_conclusion_states_its_resolution_and_the_repeats_a_narrower_one_needs() -> None:
+    """'No difference beyond the interval' says little without the interval's
+    width: the conclusion gives the median half-width and the paired repeats
+    that +/-2 points would take at the measured spread."""
+    # n = 3, sd 4.5 points: t(2) = 4.303, half-width 4.303 * 4.5 / sqrt 3 = 11.2
+    assert finding.repeats_for(4.5, 11.18) == 3
+    assert finding.repeats_for(4.5, 2.0) == 22  # t(21) 2.080 * 4.5 / sqrt 22 = 1.996
+    assert finding.repeats_for(4.5, 1.99) == 23
+    assert finding.repeats_for(0.0, 2.0) is None
+    rows = []
+    for rep, (t_stock, t_excl) in enumerate(((10.0, 10.4), (10.0, 9.6), (10.0, 10.0))):
+        rows += [row("stock", 1.6, rep, "elapsed_s", t_stock),
+                 row("excl", 1.6, rep, "elapsed_s", t_excl)]  # fmt: skip
+    imp = finding.improvement_by_factor(add_speedup(pd.DataFrame(rows)))
+    text = " ".join(finding.conclusion(imp, None, None))
+    assert "No policy with two or more paired repeats differs" in text
+    assert "Resolution: the 95 % intervals are +/-" in text and "3 pairs each" in text
+    sd = float(imp["std"].iloc[0])
+    assert f"would need about {finding.repeats_for(sd, 2.0)} paired repeats" in text
+    # one pair per point: no spread, no resolution sentence
+    one = finding.improvement_by_factor(add_speedup(pd.DataFrame(rows[:2])))
+    assert "Resolution" not in " ".join(finding.conclusion(one, None, None))
