@@ -268,6 +268,28 @@ def resolution(imp: pd.DataFrame) -> str | None:
     )
 
 
+def improvement_by_program(metrics: pd.DataFrame) -> pd.DataFrame:
+    """improvement_by_factor per program of the mix (entity_type "program"):
+    a policy that keeps one program's threads near their data can speed that
+    program up while the mix's elapsed time, set by its slowest program, does
+    not move."""
+    if "entity_type" not in metrics.columns:
+        return pd.DataFrame()
+    prog = metrics[(metrics["entity_type"].astype(str) == "program")
+                   & (metrics["metric"] == "improvement_pct")]  # fmt: skip
+    if "baseline" in prog.columns:
+        prog = prog[prog["policy"].astype(str) != prog["baseline"].astype(str)]
+    if prog.empty:
+        return pd.DataFrame()
+    prog = prog.assign(machine=machines_with_mix(prog), program=prog["entity"].astype(str))
+    s = summarize(prog, ["policy", "numa_factor", "machine", "program"])
+    s["differs"] = (s["n"] >= 2) & ((s["ci95_lo"] > 0) | (s["ci95_hi"] < 0))
+    return s.sort_values(
+        ["machine", "policy", "program"],
+        key=lambda c: c.map(machine_order) if c.name == "machine" else c,
+    ).reset_index(drop=True)
+
+
 def _machine_of(r: Any) -> str:
     m = getattr(r, "machine", None)
     return str(m) if isinstance(m, str) else machine_label(float(r.numa_factor), "")
@@ -278,6 +300,7 @@ def conclusion(
     gate_result: GateResult | None,
     ctl: pd.DataFrame | None,
     backends: frozenset[str] = frozenset({"gem5"}),
+    programs: pd.DataFrame | None = None,
 ) -> list[str]:
     """Sentences written from the numbers: the control, the gate, and which
     policies differ from the baseline beyond their intervals at which f."""
@@ -320,6 +343,20 @@ def conclusion(
                 f"[{r.ci95_lo:+.1f}, {r.ci95_hi:+.1f}] ({word} than the baseline, "
                 f"{int(r.n)} paired repeats)."
             )
+    if programs is not None and len(programs) and (gate_result is None or gate_result.passed):
+        pd_ = programs[programs["differs"]]
+        if len(pd_):
+            out.append(
+                "Per program, beyond the 95 % interval: "
+                + "; ".join(
+                    f"{r.program} under {r.policy} at {_machine_of(r)} {r.mean:+.1f} % "
+                    f"[{r.ci95_lo:+.1f}, {r.ci95_hi:+.1f}]"
+                    for r in pd_.itertuples()
+                )
+                + "."
+            )
+        elif (programs["n"] >= 2).any():
+            out.append("No program differs from the baseline beyond its 95 % interval.")
     if "qemu" in backends:
         out.append(
             "QEMU runs: functional emulation, their times are NOT architectural performance; "

@@ -264,7 +264,7 @@ def build(fr: Frames, title: str, inputs: list[Path]) -> list[Section]:
     rmx = select(mx, ref)
     threads = sorted(int(t) for t in rmx["threads"].unique())
     secs.append(headline(mx, ref, rmx, qemu_note, runs))
-    fs = finding_section(mx, qemu_note)
+    fs = finding_section(mx, qemu_note, fr.metrics)
     if fs:
         secs.append(fs)
     secs.append(fig11(rmx, ref, qemu_note))
@@ -358,12 +358,16 @@ FINDING_METRICS = (
 )
 
 
-def finding_section(mx: pd.DataFrame, note: str) -> Section | None:
+def finding_section(
+    mx: pd.DataFrame, note: str, metrics: pd.DataFrame | None = None
+) -> Section | None:
     """Positive control, go/no-go gate, improvement per policy and NUMA factor
-    with paired 95 % CIs, the decision counters, and the conclusion (issue 15)."""
+    with paired 95 % CIs (per mix, and per program from @metrics' program
+    rows), the decision counters, and the conclusion (issue 15)."""
     ctl = finding.positive_control(mx)
     g = finding.gate(mx)
     imp = finding.improvement_by_factor(mx)
+    progs = finding.improvement_by_program(metrics) if metrics is not None else None
     if ctl is None and g is None:
         return None
     s = Section("First finding: control, gate, improvement per NUMA factor" + note)
@@ -455,6 +459,22 @@ def finding_section(mx: pd.DataFrame, note: str) -> Section | None:
                 "Improvement = (baseline time / policy time − 1) × 100, paired by repeat",
             )  # fmt: skip
         )
+    if progs is not None and not progs.empty:
+        b = baseline_name(metrics) if metrics is not None else "baseline"
+        s.items.append(
+            Table(
+                ["policy", "machine", "program", f"improvement over {b}", "95 % CI", "pairs",
+                 "beyond CI"],
+                [
+                    [r.policy, r.machine, r.program, f"{r.mean:+.2f} %",
+                     f"[{r.ci95_lo:+.2f}, {r.ci95_hi:+.2f}]" if r.n >= 2 else "–",
+                     int(r.n), "yes" if r.differs else "no"]
+                    for r in progs.itertuples()
+                ],
+                "Improvement per program of the mix (its own elapsed time), paired by repeat; "
+                "the mix's elapsed time runs from the first start to the last exit",
+            )
+        )  # fmt: skip
     have = [m for m in FINDING_METRICS if m in set(mx["metric"].astype(str))]
     if have:
         sub = mx[mx["metric"].isin(have)]
@@ -471,7 +491,7 @@ def finding_section(mx: pd.DataFrame, note: str) -> Section | None:
                   "ratio, busy-cycle IPC, LLC MPKI and the kernel's decision counters")
         )  # fmt: skip
     backends = frozenset(mx["backend"].dropna().astype(str)) if "backend" in mx else frozenset()
-    s.paras.extend(finding.conclusion(imp, g, ctl, backends))
+    s.paras.extend(finding.conclusion(imp, g, ctl, backends, progs))
     return s
 
 

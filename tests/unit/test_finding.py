@@ -338,3 +338,30 @@ def test_the_conclusion_states_its_resolution_and_the_repeats_a_narrower_one_nee
     # one pair per point: no spread, no resolution sentence
     one = finding.improvement_by_factor(add_speedup(pd.DataFrame(rows[:2])))
     assert "Resolution" not in " ".join(finding.conclusion(one, None, None))
+
+
+def test_improvement_per_program_is_paired_and_named_in_the_conclusion() -> None:
+    """A policy can speed one program of the mix up while the mix's time, to
+    its last exit, does not move: the per-program rows are compared too."""
+    rows = []
+    for rep, (lft_s, lft_x, pft_s, pft_x) in enumerate(((10.0, 9.0, 12.0, 12.5),
+                                                        (11.0, 9.9, 12.0, 11.4),
+                                                        (10.5, 9.4, 12.0, 12.1))):  # fmt: skip
+        for pol, lft, pft in (("stock", lft_s, pft_s), ("excl", lft_x, pft_x)):
+            rows.append(row(pol, 1.6, rep, "elapsed_s", max(lft, pft)))
+            rows.append(row(pol, 1.6, rep, "elapsed_s", lft, entity_type="program", entity="lft"))
+            rows.append(row(pol, 1.6, rep, "elapsed_s", pft, entity_type="program", entity="pft"))
+    mx = add_speedup(pd.DataFrame(rows))
+    progs = finding.improvement_by_program(mx).set_index("program")
+    assert set(progs.index) == {"lft", "pft"} and (progs["n"] == 3).all()
+    assert progs.loc["lft", "differs"] and not progs.loc["pft", "differs"]
+    mix = finding.improvement_by_factor(mx[mx["entity_type"] == "mix"])
+    assert not mix["differs"].any()
+    progs_all = finding.improvement_by_program(mx)
+    text = " ".join(finding.conclusion(mix, None, None, programs=progs_all))
+    assert "Per program, beyond the 95 % interval: lft under excl at f=1.6 +11." in text
+    assert "pft under" not in text
+    # a failed gate withholds the per-program claims as well
+    failed = finding.GateResult(pd.DataFrame(), False, ["default f=1.6 r0: ..."])
+    text = " ".join(finding.conclusion(mix, failed, None, programs=progs_all))
+    assert "Per program" not in text
