@@ -3,8 +3,9 @@ improvement over the unmodified kernel per NUMA factor with paired 95 % CIs,
 and a conclusion written from those numbers.
 
 Everything here reads the mix-level rows of the tidy metrics frame
-(``entity_type == "mix"``) and returns plain frames and sentences; report.py
-lays them out. Thresholds are the issue's, named once below.
+(``entity_type == "mix"``), except improvement_by_program (its program rows),
+and returns plain frames and sentences; report.py lays them out. Thresholds
+are the issue's, named once below.
 """
 
 from __future__ import annotations
@@ -240,9 +241,12 @@ RESOLUTION_TARGET_PCT = 2.0  # the interval half-width a referee would want, in 
 
 def repeats_for(sd: float, half_width: float) -> int | None:
     """Fewest paired repeats n whose 95 % interval (t(n-1) sd / sqrt n) is at
-    most half_width; None beyond 1000 or without a spread."""
-    if not (sd > 0 and half_width > 0):
+    most half_width (2 when the repeats do not vary); None beyond 1000 or for
+    an unusable input."""
+    if not (sd >= 0 and half_width > 0):
         return None
+    if sd == 0:
+        return 2
     for n in range(2, 1001):
         if t975(n - 1) * sd / math.sqrt(n) <= half_width:
             return n
@@ -250,9 +254,9 @@ def repeats_for(sd: float, half_width: float) -> int | None:
 
 
 def resolution(imp: pd.DataFrame) -> str | None:
-    """How wide the intervals are, and how many paired repeats would make them
-    RESOLUTION_TARGET_PCT wide at the measured spread (median over the points
-    with >= 2 pairs): "no difference" means little without it."""
+    """How wide the intervals are, and how many paired repeats would give a
+    half-width of RESOLUTION_TARGET_PCT at the measured spread (medians over
+    the points with >= 2 pairs): "no difference" means little without it."""
     ok = imp[(imp["n"] >= 2) & imp["std"].notna()]
     if ok.empty:
         return None
@@ -260,9 +264,11 @@ def resolution(imp: pd.DataFrame) -> str | None:
     sd = float(ok["std"].median())
     n = repeats_for(sd, RESOLUTION_TARGET_PCT)
     need = f"about {n}" if n is not None else "more than 1000"
+    lo, hi = int(ok["n"].min()), int(ok["n"].max())
+    pairs = f"{lo} pairs each" if lo == hi else f"{lo}-{hi} pairs"
     return (
         f"Resolution: the 95 % intervals are +/-{hw:.1f} points wide (median over "
-        f"{len(ok)} points, {int(ok['n'].median())} pairs each); at the measured spread "
+        f"{len(ok)} points, {pairs}); at the measured spread "
         f"(median sd of the paired improvement {sd:.1f} points) +/-"
         f"{RESOLUTION_TARGET_PCT:g} would need {need} paired repeats."
     )
@@ -302,8 +308,9 @@ def conclusion(
     backends: frozenset[str] = frozenset({"gem5"}),
     programs: pd.DataFrame | None = None,
 ) -> list[str]:
-    """Sentences written from the numbers: the control, the gate, and which
-    policies differ from the baseline beyond their intervals at which f."""
+    """Sentences written from the numbers: the control, the gate, which
+    policies differ from the baseline beyond their intervals at which f, the
+    intervals' resolution, and (exploratory) which programs differ."""
     out = []
     if ctl is not None and len(ctl):
         rs = ", ".join(f"{r.machine}: x{r.crossed_over_direct:.3f}" for r in ctl.itertuples())
@@ -344,10 +351,14 @@ def conclusion(
                 f"{int(r.n)} paired repeats)."
             )
     if programs is not None and len(programs) and (gate_result is None or gate_result.passed):
-        pd_ = programs[programs["differs"]]
+        tested = programs[programs["n"] >= 2]
+        pd_ = tested[tested["differs"]]
+        # many comparisons at 95 % each: some clear their interval by chance
+        m = len(tested)
+        chance = f"exploratory: {m} comparisons, about {0.05 * m:.1f} expected by chance"
         if len(pd_):
             out.append(
-                "Per program, beyond the 95 % interval: "
+                f"Per program, beyond the 95 % interval ({chance}): "
                 + "; ".join(
                     f"{r.program} under {r.policy} at {_machine_of(r)} {r.mean:+.1f} % "
                     f"[{r.ci95_lo:+.1f}, {r.ci95_hi:+.1f}]"
@@ -355,8 +366,10 @@ def conclusion(
                 )
                 + "."
             )
-        elif (programs["n"] >= 2).any():
-            out.append("No program differs from the baseline beyond its 95 % interval.")
+        elif m:
+            out.append(
+                f"No program differs from the baseline beyond its 95 % interval ({m} comparisons)."
+            )
     if "qemu" in backends:
         out.append(
             "QEMU runs: functional emulation, their times are NOT architectural performance; "

@@ -10,13 +10,25 @@ Measured, from the done gem5 runs under MEASURED_DIR (their tidy frames):
   its CPUs (sockets x cores), median. A target shape's boot = that x its CPUs
   (assumption: the atomic boot's host time grows with the CPUs it brings up);
 * ``outside_s``: restore, job start, warm-up and hand back (gem5 process time
-  minus ROI host time), median; taken as independent of the shape;
+  minus the ROI's instructions at its rate, so the counter bridge's handler
+  time in the ROI, which the rate leaves out, is counted here), median; taken
+  as independent of the shape;
 * ``ips``: ROI committed instructions per host second, median; taken as
   independent of the shape (gem5 runs one event queue: its instruction rate
   is a property of the host and the memory system, not of the core count);
 * ROI instructions of a mix: ``--roi-instructions MIX=N`` or, for a mix that
   the measured runs ran at the same thread count, their median. Otherwise the
   run is "unknown" and the totals say how many runs that leaves out.
+
+CPU or wall seconds: a run recorded since 2026-11-25 has its gem5 process's
+CPU seconds (user + system) beside its wall seconds. Where it has them, its
+outside-ROI time and ROI rate are scaled by its CPU share (CPU / wall), and a
+checkpoint's boot counts at its CPU seconds: a run that shared its cores with
+others would otherwise inflate the estimate. The share also drops whatever
+else kept the process off a CPU (waiting for the checkpoint's disk reads, the
+stats written), and it is the whole process's share applied to its parts. A
+cluster slot is billed by the wall clock, so the tool prints the wall-based
+projection beside the CPU-based one.
 
 Target: the preset's runs (the spec expansion the driver would run) and its
 boot checkpoints (one per boot kernel x topology x SLIT). Host-hours = boots +
@@ -49,9 +61,12 @@ class Measured:
     roi_instructions: dict[tuple[str, int], float]  # (mix, threads) -> median
     runs: int
     cpu_runs: int = 0  # runs whose figures are CPU time (the rest: wall time)
+    boots: int = 0  # boot checkpoints measured
+    cpu_boots: int = 0  # ... of them at CPU seconds
 
 
-def measure(dirs: list[Path]) -> Measured:
+def measure(dirs: list[Path], cpu: bool = True) -> Measured:
+    """The measured figures; cpu=False takes every run and boot at its wall time."""
     fr = build_frames(dirs)
     runs = fr.runs
     done = runs[(runs["state"] == "done") & (runs["backend"] == "gem5")]
@@ -65,16 +80,23 @@ def measure(dirs: list[Path]) -> Measured:
 
     ck = done.dropna(subset=["checkpoint_key", "checkpoint_host_s"])
     ck = ck.drop_duplicates("checkpoint_key")
-    per_cpu = [_cpu_or_wall(r, "checkpoint_cpu_s", "checkpoint_host_s")
+    boot_cpu, run_cpu = ("checkpoint_cpu_s", "gem5_cpu_s") if cpu else (None, None)
+    per_cpu = [_cpu_or_wall(r, boot_cpu, "checkpoint_host_s")
                / (int(r.sockets) * int(r.cores_per_socket)) for r in ck.itertuples()]  # fmt: skip
+    cpu_boots = sum(1 for r in ck.itertuples() if _has(r, boot_cpu))
     roi, ips, ins = per_run("roi_host_s"), per_run("sim_speed_ips"), per_run("instructions")
     g5 = done.set_index("run_id")["gem5_host_s"].dropna()
     # a run's CPU share (CPU / wall of its gem5 process) where its CPU time is
     # known: wall-clock figures of runs that shared cores overstate their cost
-    share = {r.run_id: _cpu_or_wall(r, "gem5_cpu_s", "gem5_host_s") / float(r.gem5_host_s)
+    share = {r.run_id: _cpu_or_wall(r, run_cpu, "gem5_host_s") / float(r.gem5_host_s)
              for r in done.itertuples() if _positive(r.gem5_host_s)}  # fmt: skip
-    cpu_runs = sum(1 for r in done.itertuples() if _positive(getattr(r, "gem5_cpu_s", None)))
-    outside = [float(g5[r] - roi[r]) * share.get(r, 1.0) for r in g5.index if r in roi.index]
+    cpu_runs = sum(1 for r in done.itertuples() if _has(r, run_cpu))
+    # the ROI at its instruction rate: what the rate leaves out (the counter
+    # bridge's handler time in the ROI) stays in the rest of the run
+    roi_at_rate = {r: float(ins[r]) / float(ips[r]) for r in ips.index
+                   if r in ins.index and ips[r] > 0}  # fmt: skip
+    outside = [float(g5[r] - roi_at_rate.get(r, roi[r])) * share.get(r, 1.0)
+               for r in g5.index if r in roi.index]  # fmt: skip
     ips = pd.Series({r: float(v) / share.get(r, 1.0) for r, v in ips.items()}, dtype=float)
     if not per_cpu or not outside or ips.empty:
         raise ValueError("the measured runs lack checkpoint, gem5 or ROI host times")
@@ -89,6 +111,8 @@ def measure(dirs: list[Path]) -> Measured:
         {k: statistics.median(v) for k, v in by_mix.items()},
         len(done),
         cpu_runs,
+        len(per_cpu),
+        cpu_boots,
     )
 
 
@@ -100,9 +124,13 @@ def _positive(v: object) -> bool:
     return math.isfinite(x) and x > 0
 
 
-def _cpu_or_wall(r: object, cpu: str, wall: str) -> float:
+def _has(r: object, col: str | None) -> bool:
+    return col is not None and _positive(getattr(r, col, None))
+
+
+def _cpu_or_wall(r: object, cpu: str | None, wall: str) -> float:
     """A row's CPU seconds where recorded (and positive), else its wall seconds."""
-    c = getattr(r, cpu, None)
+    c = getattr(r, cpu, None) if cpu is not None else None
     return float(c) if _positive(c) else float(getattr(r, wall))  # type: ignore[arg-type]
 
 
@@ -166,23 +194,36 @@ def main(argv: list[str] | None = None) -> int:
         print("projection: --nodes and --slots-per-node must be >= 1", file=sys.stderr)
         return 2
     try:
-        m = measure(a.measured)
-        out = [project(p, m, given, a.nodes, a.slots_per_node) for p in a.preset]
+        bases = [("CPU", measure(a.measured))]
+        if bases[0][1].cpu_runs or bases[0][1].cpu_boots:  # and the wall clock's
+            bases.append(("wall", measure(a.measured, cpu=False)))
+        out = [(b, m, [project(p, m, given, a.nodes, a.slots_per_node) for p in a.preset])
+               for b, m in bases]  # fmt: skip
     except (OSError, ValueError, SpecError) as e:
         print(f"projection: {e}", file=sys.stderr)
         return 2
-    basis = (f"CPU time of {m.cpu_runs}, wall time of {m.runs - m.cpu_runs}" if m.cpu_runs
-             else "wall time: runs that shared cores overstate")  # fmt: skip
-    print(f"measured ({m.runs} done gem5 runs; {basis}): boot {m.boot_s_per_cpu:.0f} host s per "
-          f"simulated CPU; outside the ROI {m.outside_s:.0f} s per run; ROI "
-          f"{m.ips / 1e6:.3f} M inst/host s, i.e. {1e9 / m.ips / 3600:.2f} host-hours per "
-          "10^9 ROI instructions")  # fmt: skip
-    for p in out:
-        left = f"; {p.unknown} run(s) without an instruction estimate left out" if p.unknown else ""
-        print(f"{p.preset}: {p.runs} runs, {p.boots} boot checkpoints: "
-              f"{p.boot_h + p.run_h:.1f} host-hours (boots {p.boot_h:.1f}, runs {p.run_h:.1f}); "
-              f"wall >= {p.wall_h:.1f} h on {p.nodes} nodes ({p.slots} runs at once)"
-              + left)  # fmt: skip
+    for b, m, projs in out:
+        if b == "wall":
+            basis = "wall time of every run and boot"
+        elif m.cpu_runs or m.cpu_boots:
+            basis = (f"CPU time of {m.cpu_runs} run(s) and {m.cpu_boots} boot(s), wall time "
+                     f"of {m.runs - m.cpu_runs} and {m.boots - m.cpu_boots}")  # fmt: skip
+        else:
+            basis = "wall time: runs that shared cores overstate"
+        print(f"measured ({m.runs} done gem5 runs; {basis}): boot {m.boot_s_per_cpu:.0f} host s "
+              f"per simulated CPU; outside the ROI {m.outside_s:.0f} s per run; ROI "
+              f"{m.ips / 1e6:.3f} M inst/host s, i.e. {1e9 / m.ips / 3600:.2f} host-hours per "
+              "10^9 ROI instructions")  # fmt: skip
+        for p in projs:
+            left = (
+                f"; {p.unknown} run(s) without an instruction estimate left out"
+                if p.unknown
+                else ""
+            )
+            print(f"  {p.preset}: {p.runs} runs, {p.boots} boot checkpoints: "
+                  f"{p.boot_h + p.run_h:.1f} host-hours (boots {p.boot_h:.1f}, runs "
+                  f"{p.run_h:.1f}); wall >= {p.wall_h:.1f} h on {p.nodes} nodes "
+                  f"({p.slots} runs at once)" + left)  # fmt: skip
     return 0
 
 

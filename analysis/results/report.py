@@ -459,8 +459,8 @@ def finding_section(
                 "Improvement = (baseline time / policy time − 1) × 100, paired by repeat",
             )  # fmt: skip
         )
-    if progs is not None and not progs.empty:
-        b = baseline_name(metrics) if metrics is not None else "baseline"
+    if progs is not None and not progs.empty and metrics is not None:
+        b = baseline_name(metrics[metrics["entity_type"].astype(str) == "program"])
         s.items.append(
             Table(
                 ["policy", "machine", "program", f"improvement over {b}", "95 % CI", "pairs",

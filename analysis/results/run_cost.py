@@ -43,7 +43,7 @@ def summary(runs: pd.DataFrame, mx: pd.DataFrame) -> list[CostRow]:
     if "gem5_host_s" in done:
         out.append(_row("gem5 process (restore to exit)", done["gem5_host_s"]))
     if "gem5_cpu_s" in done:
-        # CPU below wall: the run shared the host's cores with others
+        # CPU below wall: the run shared the host's cores or waited for I/O
         out.append(_row("gem5 process CPU time (user + system)", done["gem5_cpu_s"]))
     roi = mx[mx["metric"] == "roi_host_s"] if not mx.empty else mx
     if not roi.empty:

@@ -324,7 +324,8 @@ def test_the_conclusion_states_its_resolution_and_the_repeats_a_narrower_one_nee
     assert finding.repeats_for(4.5, 11.18) == 3
     assert finding.repeats_for(4.5, 2.0) == 22  # t(21) 2.080 * 4.5 / sqrt 22 = 1.996
     assert finding.repeats_for(4.5, 1.99) == 23
-    assert finding.repeats_for(0.0, 2.0) is None
+    assert finding.repeats_for(0.0, 2.0) == 2  # repeats that do not vary
+    assert finding.repeats_for(float("nan"), 2.0) is None
     rows = []
     for rep, (t_stock, t_excl) in enumerate(((10.0, 10.4), (10.0, 9.6), (10.0, 10.0))):
         rows += [row("stock", 1.6, rep, "elapsed_s", t_stock),
@@ -359,7 +360,8 @@ def test_improvement_per_program_is_paired_and_named_in_the_conclusion() -> None
     assert not mix["differs"].any()
     progs_all = finding.improvement_by_program(mx)
     text = " ".join(finding.conclusion(mix, None, None, programs=progs_all))
-    assert "Per program, beyond the 95 % interval: lft under excl at f=1.6 +11." in text
+    assert "Per program, beyond the 95 % interval (exploratory: 2 comparisons, about 0.1" in text
+    assert "lft under excl at f=1.6 +11." in text
     assert "pft under" not in text
     # a failed gate withholds the per-program claims as well
     failed = finding.GateResult(pd.DataFrame(), False, ["default f=1.6 r0: ..."])

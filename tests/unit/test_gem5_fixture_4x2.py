@@ -13,6 +13,8 @@ The older 4 x 1 fixture (tests/fixtures/gem5-run, before the fixes) keeps the
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import lzma
 import math
@@ -122,10 +124,22 @@ def test_the_projection_takes_cpu_time_where_a_run_recorded_it() -> None:
     r = build_frames([dst.parents[0]]).runs.iloc[0]
     assert r["gem5_cpu_s"] == d["gem5_s"] / 2 and r["checkpoint_cpu_s"] == d["checkpoint"]["cpu_s"]
     cpu = measure([dst.parents[0]])
-    assert cpu.cpu_runs == 1
+    assert (cpu.cpu_runs, cpu.boots, cpu.cpu_boots) == (1, 1, 1)
     assert math.isclose(cpu.ips, 2 * wall.ips)
     assert math.isclose(cpu.outside_s, wall.outside_s / 2)
     assert math.isclose(cpu.boot_s_per_cpu, wall.boot_s_per_cpu / 4)
+    again = measure([dst.parents[0]], cpu=False)  # the wall clock's view, as before
+    assert (again.cpu_runs, again.cpu_boots) == (0, 0) and math.isclose(again.ips, wall.ips)
+    # the tool prints both: a cluster slot is billed by the wall clock
+    from analysis.results.projection import main  # noqa: PLC0415
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main([str(dst.parents[0]), "--preset", "finding",
+                     "--roi-instructions", "lb3-block192=1e9"]) == 0  # fmt: skip
+    out = buf.getvalue()
+    assert "CPU time of 1 run(s) and 1 boot(s)" in out
+    assert "wall time of every run and boot" in out and out.count("finding: 45 runs") == 2
 
 
 def test_projection_counts_the_presets_runs_and_boots() -> None:
