@@ -7,6 +7,8 @@
     ./run_all.py status results/quick
     ./run_all.py report results/quick [more dirs...] [--out DIR]
     ./run_all.py report --frames findings/NAME/frames    # again, from a kept frame alone
+    ./run_all.py report --frames A/frames --frames B/frames --out DIR   # several as one
+    ./run_all.py run --preset finding --kept findings/NAME/frames   # adopt runs done elsewhere
     ./run_all.py bench [--runs 10000] [--from RUN_DIR]
     ./run_all.py calibrate results/calibration [--check]   # NUMA-factor table (gem5)
     ./run_all.py bench-machine [--cores 1,2,4]   # gem5 boot s and ROI speed vs one socket
@@ -157,6 +159,14 @@ def parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--rerun-failed", action="store_true", help="run failed/timed-out runs again")
     r.add_argument(
+        "--kept",
+        type=Path,
+        action="append",
+        metavar="FRAMES_DIR",
+        help="a kept finding's frames dir (findings/NAME/frames): skip the runs it holds done "
+        "(same point, same provenance but for the gem5 binary hash); repeatable",
+    )
+    r.add_argument(
         "--allow-large",
         dest="allow_large",
         action="store_true",
@@ -188,7 +198,9 @@ def parser() -> argparse.ArgumentParser:
     rep.add_argument(
         "--frames",
         type=Path,
-        help="instead of run dirs: a frames dir (metrics/runs/errors.parquet) to report from",
+        action="append",
+        help="instead of run dirs: a frames dir (metrics/runs/errors.parquet) to report from; "
+        "repeat it to report several as one (a run id in two: the later --frames wins)",
     )
     rep.add_argument("--out", type=Path, help="where to write (default: the first dir)")
     rep.add_argument("--title", default=None)
@@ -265,11 +277,16 @@ def main(argv: list[str] | None = None) -> int:
             print("error: report: give run/sweep dirs or --frames DIR", file=sys.stderr)
             return EXIT_USAGE
         if a.frames is not None:
+            notes: list[str] = []
             try:
-                paths = write_report_from_frames(a.frames, a.out or a.frames.parent, a.title)
+                paths = write_report_from_frames(
+                    a.frames, a.out or a.frames[0].parent, a.title, notes
+                )
             except FramesError as e:
                 print(f"error: report: {e}", file=sys.stderr)
                 return EXIT_USAGE
+            for n in notes:
+                print(f"report: {n}", file=sys.stderr)
             for k in ("html", "md"):
                 print(f"{k}: {paths[k]}")
             return 0
@@ -320,6 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         poll_s=a.poll,
         allow_large=a.allow_large,
         allow_qemu_timing=a.allow_qemu_timing,
+        kept=a.kept or [],
     )
     return run_sweep(spec, opt)
 

@@ -5,7 +5,8 @@
   threads, mix, repeat, kernel_variant, sweep, run_id), plus entity_type,
   entity, metric, value. Only runs in state ``done`` contribute rows.
 * ``runs``: one row per run directory: state, timings, exit code, error, ids of
-  the kernel, image and backend tool.
+  the kernel, image and backend tool, and what the run id is made of: the
+  point's own id (``point_id``), the gem5 binary hash, the code revision.
 * ``errors``: one row per problem found while reading (run_id, source,
   message): unreadable spec/status, truncated results.jsonl or stats.txt,
   unreadable config.json. Reading never raises on bad run data.
@@ -26,6 +27,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..sweep.point import canonical_json, point_id
 from ..sweep.rundir import read_object, status_problem
 from .daemons import bridge_host_s_in_roi, daemon_rows
 from .gem5stats import (
@@ -68,7 +70,13 @@ RUN_COLS = [
     "checkpoint_key",  # the boot checkpoint it restored
     "checkpoint_host_s",  # host seconds of that checkpoint's boot (shared)
     "checkpoint_cpu_s",  # CPU seconds of that boot (recorded since 2026-11-25)
+    # the run id = point + provenance; these let a run be recognised on a machine
+    # whose gem5 binary differs (sweep/kept.py; recorded since 2026-11-26)
+    "point_id",  # sha256 of the point alone (sweep/point.py point_id)
+    "gem5_sha256",  # the gem5 binary's hash (None on qemu)
+    "code_revision",  # canonical JSON of the provenance's code_revision
 ]
+DERIVED_METRICS = ("speedup", "improvement_pct")  # add_speedup's rows: pairs, not runs
 
 
 @dataclass
@@ -85,6 +93,11 @@ class Frames:
             getattr(self, name).to_parquet(p, index=False)
             paths[name] = p
         return paths
+
+    def only(self, run_ids: set[str]) -> Frames:
+        """The rows of these runs (a sweep's report takes the kept runs it adopted)."""
+        keep = [f[f["run_id"].isin(run_ids)] for f in (self.metrics, self.runs, self.errors)]
+        return Frames(*keep)
 
 
 class FramesError(ValueError):
@@ -103,12 +116,73 @@ def read_frames(d: Path) -> Frames:
             got[name] = pd.read_parquet(p)
         except Exception as e:  # pyarrow raises its own types for a corrupt file
             raise FramesError(f"{p}: not a readable parquet file ({e})") from e
-    # frames kept before a spec column existed: the column, empty
-    for name in ("metrics", "runs"):
-        for c in SPEC_COLS:
+    # frames kept before a column existed: the column, empty
+    for name, cols in (("metrics", SPEC_COLS), ("runs", RUN_COLS)):
+        for c in cols:
             if c not in got[name].columns:
                 got[name][c] = None
     return Frames(**got)
+
+
+def read_frames_many(dirs: list[Path]) -> tuple[Frames, list[str]]:
+    """Several frames directories as one (merge_frames), and what the merge noticed."""
+    return merge_frames([(str(d), read_frames(d)) for d in dirs])
+
+
+def merge_frames(parts: list[tuple[str, Frames]]) -> tuple[Frames, list[str]]:
+    """Frames of several inputs (name, frames) as one, and notes for the user.
+
+    A run id in more than one input is kept once, from the later input (a
+    finding re-kept from newer results replaces the older copy). Speedups pair
+    runs across inputs (the baseline may have run on another machine), so they
+    are derived again from the merged elapsed times.
+    """
+    if len(parts) == 1:
+        return parts[0][1], []
+    seen_in: dict[Any, list[int]] = {}
+    for i, (_, fr) in enumerate(parts):
+        for rid in fr.runs["run_id"].dropna().unique():
+            seen_in.setdefault(rid, []).append(i)
+    dups = {r: ins for r, ins in seen_in.items() if len(ins) > 1}
+    runs, metrics, errors = [], [], []
+    for i, (_, fr) in enumerate(parts):
+        lost = [r for r, ins in dups.items() if i in ins and ins[-1] != i]  # a later input has it
+        m = fr.metrics
+        m = m[~m["run_id"].isin(lost) & ~m["metric"].isin(DERIVED_METRICS)]
+        metrics.append(m.drop(columns=["baseline"], errors="ignore"))
+        runs.append(fr.runs[~fr.runs["run_id"].isin(lost)])
+        errors.append(fr.errors[~fr.errors["run_id"].isin(lost)])
+    metrics_df = add_speedup(tidy_metrics(_concat(metrics)))
+    runs_df = _concat(runs)
+    runs_df = runs_df[RUN_COLS + [c for c in runs_df.columns if c not in RUN_COLS]]
+    return Frames(metrics_df, runs_df, _concat(errors)), _duplicate_notes(parts, dups)
+
+
+def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Concatenated rows; empty inputs only lend their columns (pandas warns on
+    all-NA pieces, and they would turn typed columns into object)."""
+    full = [f for f in frames if len(f)]
+    cols = list(dict.fromkeys(c for f in frames for c in f.columns))
+    if not full:
+        return pd.DataFrame(columns=cols)
+    return pd.concat(full, ignore_index=True).reindex(columns=cols)
+
+
+def _duplicate_notes(parts: list[tuple[str, Frames]], dups: dict[Any, list[int]]) -> list[str]:
+    """One line per input that lost runs to a later one (not one per run)."""
+    lost: dict[tuple[int, int], list[Any]] = {}
+    for rid, ins in dups.items():
+        for i in ins[:-1]:
+            lost.setdefault((i, ins[-1]), []).append(rid)
+    notes = []
+    for (i, j), rids in sorted(lost.items()):
+        shown = ", ".join(str(r)[:16] for r in sorted(rids, key=str)[:3])
+        more = ", ..." if len(rids) > 3 else ""
+        notes.append(
+            f"{len(rids)} run(s) of {parts[i][0]} are also in {parts[j][0]}; "
+            f"kept the later input's copy ({shown}{more})"
+        )
+    return notes
 
 
 def find_runs(dirs: Iterable[Path]) -> list[Path]:
@@ -161,6 +235,7 @@ def load_run(
         kernel_build_id=_scalar(prov.get("kernel_build_id")),
         image_id=_scalar(prov.get("image_id")),
         tool_version=_scalar(prov.get("tool_version")),
+        **identity_columns(point, prov),
     )
     st = _read_status(path, errors)
     rec.update(
@@ -219,6 +294,22 @@ def load_run(
         else:
             errors.append(("m5out/stats.txt", "missing"))
     return rec, rows, errors
+
+
+def identity_columns(point: dict[str, Any], prov: dict[str, Any]) -> dict[str, Any]:
+    """point_id, gem5_sha256, code_revision: the parts of the run id that tell
+    "the same run, another gem5 build" from "another run" (sweep/kept.py)."""
+    try:
+        pid: str | None = point_id(point)
+    except (TypeError, ValueError):  # NaN or a non-JSON value in a hand-edited spec.json
+        pid = None
+    rev = prov.get("code_revision")
+    try:
+        rev_text = canonical_json(rev) if isinstance(rev, dict) else None
+    except (TypeError, ValueError):
+        rev_text = None
+    return {"point_id": pid, "gem5_sha256": _scalar(prov.get("gem5_sha256")),
+            "code_revision": rev_text}  # fmt: skip
 
 
 def host_times(path: Path, errors: list[tuple[str, str]]) -> dict[str, Any]:
@@ -361,7 +452,15 @@ def build_frames(
             cols[c].extend([rec.get(c)] * k)
         for i, c in enumerate(("entity_type", "entity", "metric", "value")):
             cols[c].extend(r[i] for r in rows)
-    metrics = pd.DataFrame(cols)
+    metrics = add_speedup(tidy_metrics(pd.DataFrame(cols)))
+    runs_df = pd.DataFrame(runs, columns=RUN_COLS)
+    errors_df = pd.DataFrame(err_rows, columns=["run_id", "dir", "source", "message"])
+    return Frames(metrics, runs_df, errors_df)
+
+
+def tidy_metrics(metrics: pd.DataFrame) -> pd.DataFrame:
+    """The metrics frame's column types: categories for the labels (a 10^6-row
+    frame stays small), numbers for the numeric spec columns and the value."""
     for c in (
         "run_id",
         "sweep",
@@ -383,10 +482,7 @@ def build_frames(
     metrics["numa_factor"] = pd.to_numeric(metrics["numa_factor"], errors="coerce")
     metrics["warmup_s"] = pd.to_numeric(metrics["warmup_s"], errors="coerce")
     metrics["value"] = metrics["value"].astype(float)
-    metrics = add_speedup(metrics)
-    runs_df = pd.DataFrame(runs, columns=RUN_COLS)
-    errors_df = pd.DataFrame(err_rows, columns=["run_id", "dir", "source", "message"])
-    return Frames(metrics, runs_df, errors_df)
+    return metrics
 
 
 def stats_frame(run_dirs: Iterable[Path]) -> pd.DataFrame:

@@ -1,14 +1,20 @@
 """Keep a finding in the repository: a sweep's tidy frames, its report, and
 where they came from (issue 15 item 5).
 
-    python3 -m analysis.results.keep SWEEP_DIR [SWEEP_DIR ...] findings/NAME --command "..."
+    python3 -m analysis.results.keep INPUT [INPUT ...] findings/NAME --command "..."
 
-writes ``findings/NAME/frames/{metrics,runs,errors}.parquet``, ``report.md``
-(with ``report_files/``) and ``PROVENANCE.md``: the command, the project commit
-the sweep ran from (sweep.json ``git``; older sweeps lack it and the file says
+An INPUT is a sweep output directory (runs/, sweep.json) or a frames directory
+kept earlier (runs.parquet, e.g. findings/OLD/frames: the runs a sweep on an
+earlier machine finished, see sweep/kept.py); their runs become one frame (a
+run id in two inputs: the later input's copy). Writes
+``findings/NAME/frames/{metrics,runs,errors}.parquet``, ``report.md`` (with
+``report_files/``) and ``PROVENANCE.md``: the command, the project commit the
+sweep ran from (sweep.json ``git``; older sweeps lack it and the file says
 so), gem5 version and binary hash, kernel builds, image, configs hash, the
-hosts and dates of the runs. Run directories, gem5 outputs and checkpoints stay
-in the cache; the report regenerates from the frames alone:
+hosts and dates of the runs, and every gem5 binary hash with its run count
+(runs of one sweep may come from two builds of the same gem5). Run
+directories, gem5 outputs and checkpoints stay in the cache; the report
+regenerates from the frames alone:
 
     ./run_all.py report --frames findings/NAME/frames --out findings/NAME
 """
@@ -19,14 +25,14 @@ import argparse
 import json
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from ..sweep.driver import git_state
-from .report import write_report, write_report_from_frames
+from .frames import Frames, FramesError, build_frames, merge_frames, read_frames
+from .report import write_report_from_frames
 
 
 def _head() -> str:
@@ -86,40 +92,122 @@ def _manifest(sweep: Path) -> dict[str, Any]:
     return m
 
 
-def keep(sweeps: list[Path], dest: Path, command: str) -> Path:
+def is_frames_dir(p: Path) -> bool:
+    """A frames directory (kept earlier) rather than a sweep output directory."""
+    return (Path(p) / "runs.parquet").is_file()
+
+
+def read_input(p: Path) -> tuple[Frames, dict[str, Any] | None]:
+    """(frames, sweep manifest) of one input; a frames directory has no manifest."""
+    if is_frames_dir(p):
+        return read_frames(p), None
+    m = _manifest(p)
+    return build_frames([p]), m
+
+
+def frames_provenance_md(d: Path, runs: pd.DataFrame) -> str:
+    """What a kept frames directory says about its runs (its manifest stayed behind)."""
+    states = runs["state"].value_counts().to_dict()
+    hosts = sorted(set(runs["host"].dropna().astype(str)))
+    earlier = Path(d).parent / "PROVENANCE.md"
+
+    def ids(col: str) -> str:
+        vals = sorted(set(runs[col].dropna().astype(str))) if col in runs else []
+        return ", ".join(f"`{v}`" for v in vals) or "not recorded"
+
+    lines = [
+        f"# Provenance of kept frames `{d}`",
+        "",
+        f"- runs: {len(runs)} ({', '.join(f'{k} {v}' for k, v in sorted(states.items()))}) "
+        f"on {', '.join(hosts) or '?'}",
+        f"- backend tool: {ids('tool_version')}; kernels: {ids('kernel_build_id')}; "
+        f"image: {ids('image_id')}",
+        f"- code revision: {ids('code_revision')}",
+        f"- their provenance when kept: `{earlier}`" if earlier.is_file() else
+        "- their provenance when kept: not found beside the frames",
+        "",
+    ]  # fmt: skip
+    return "\n".join(lines)
+
+
+def gem5_binaries_md(runs: pd.DataFrame) -> str:
+    """Every gem5 binary hash with its run count, and the caveat when there are
+    several: gem5 embeds its build date, so two builds of one source differ in
+    hash (and in run ids) while every input that decides a result is the same."""
+    sha = runs["gem5_sha256"] if "gem5_sha256" in runs else pd.Series(None, index=runs.index)
+    g = runs[(runs["backend"] == "gem5") | sha.notna()]
+    if g.empty:
+        return ""
+    sha = sha[g.index]
+    counts = sha.dropna().astype(str).value_counts()
+    lines = ["# gem5 binaries", ""]
+    lines += [f"- `{h}`: {n} run(s)" for h, n in sorted(counts.items())]
+    if sha.isna().any():
+        lines.append(f"- not recorded (frames kept before runs recorded it): {sha.isna().sum()} "
+                     "run(s)")  # fmt: skip
+    if len(counts) > 1:
+        lines += ["", _binaries_caveat(g[sha.notna()], counts)]
+    return "\n".join([*lines, ""])
+
+
+def _binaries_caveat(g: pd.DataFrame, counts: pd.Series) -> str:
+    each = ", ".join(f"{n} runs on binary `{h[:16]}`" for h, n in sorted(counts.items()))
+    versions = sorted(set(g["tool_version"].dropna().astype(str)))
+    configs = set(g["code_revision"].dropna().astype(str)) if "code_revision" in g else set()
+    if len(versions) == 1 and len(configs) == 1:
+        return (f"Caveat: {each}, same version ({versions[0]}), source and configs: "
+                "gem5 embeds its build date, so two builds of one source differ "
+                "in hash.")  # fmt: skip
+    return (f"Caveat: {each}; versions {', '.join(versions) or '?'}, "
+            f"{len(configs) or 'unrecorded'} configs revision(s): the builds may differ in "
+            "more than their date.")  # fmt: skip
+
+
+def _write_frames(fr: Frames, dest: Path) -> None:
+    """dest/frames replaced only once the new frames are complete (an input may
+    be dest/frames itself: it was read before)."""
+    tmp = dest / ".frames.new"
+    shutil.rmtree(tmp, ignore_errors=True)
+    fr.write(tmp)
+    shutil.rmtree(dest / "frames", ignore_errors=True)
+    tmp.rename(dest / "frames")
+
+
+def keep(inputs: list[Path], dest: Path, command: str) -> Path:
     """One finding from one or more sweeps of the same study (e.g. a sweep and
-    the points it was split into): their runs in one frame, each manifest's
-    provenance listed."""
-    manifests = [(s, _manifest(s)) for s in sweeps]
+    the points it was split into) and frames kept from earlier machines: their
+    runs in one frame, each input's provenance listed, then the gem5 binaries."""
+    read = [(p, *read_input(p)) for p in inputs]
+    fr, notes = merge_frames([(str(p), f) for p, f, _ in read])
+    for n in notes:
+        print(f"keep: {n}", file=sys.stderr)
     dest.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        paths = write_report(list(sweeps), Path(tmp))
-        if (dest / "frames").exists():
-            shutil.rmtree(dest / "frames")
-        shutil.copytree(Path(tmp) / "frames", dest / "frames")
-        runs = pd.read_parquet(paths["frame_runs"])
+    _write_frames(fr, dest)
     # the kept report is the one the frames alone give, so it regenerates exactly
     write_report_from_frames(dest / "frames", dest)
     (dest / "report.html").unlink(missing_ok=True)  # Markdown only in git
     parts = []
-    for s, m in manifests:
-        inside = runs["dir"].map(lambda d, s=s: Path(str(d)).resolve().is_relative_to(s.resolve()))
-        mine = runs[inside]
-        parts.append(provenance_md(m, mine if len(mine) else runs, command))
-    (dest / "PROVENANCE.md").write_text("\n".join(parts))
+    for p, f, m in read:
+        mine = f.runs if len(f.runs) else fr.runs
+        md = frames_provenance_md(p, mine) if m is None else provenance_md(m, mine, command)
+        parts.append(md)
+    parts.append(gem5_binaries_md(fr.runs))
+    (dest / "PROVENANCE.md").write_text("\n".join(x for x in parts if x))
     return dest
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("sweep", type=Path, nargs="+", help="sweep dir(s), then the finding dir")
+    ap.add_argument(
+        "sweep", type=Path, nargs="+", help="sweep dir(s) or frames dir(s), then the finding dir"
+    )
     ap.add_argument("--command", required=True, help="the command that made the sweep")
     a = ap.parse_args(argv)
     try:
         if len(a.sweep) < 2:
-            raise ValueError("give at least one sweep dir and the finding dir")
+            raise ValueError("give at least one sweep or frames dir and the finding dir")
         d = keep(a.sweep[:-1], a.sweep[-1], a.command)
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, FramesError) as e:
         print(f"keep: {e}", file=sys.stderr)
         return 2
     print(f"kept: {d}")

@@ -37,7 +37,7 @@ from ..sweep.backends import CAVEATS
 from ..sweep.spec import DEFAULT_WARMUP_S
 from . import finding, plots, run_cost
 from .daemons import daemon_section
-from .frames import Frames, build_frames, read_frames
+from .frames import Frames, build_frames, merge_frames, read_frames, read_frames_many
 from .metrics import CONFIG_COLS, METRICS, summarize
 from .warmup import WARMUP_METRICS, warmup_effect
 
@@ -215,15 +215,14 @@ def build(fr: Frames, title: str, inputs: list[Path]) -> list[Section]:
     st.items.append(Table(["state", "runs"], [[k, v] for k, v in sorted(counts.items())]))
     prov_rows = []
     if not runs.empty:
-        for (b, k, i, t), n in (
-            runs.groupby(["backend", "kernel_build_id", "image_id", "tool_version"], dropna=False)
-            .size()
-            .items()
-        ):
-            prov_rows.append([b, k, i, t, n])
+        # the gem5 binary too: two builds of one source differ in it (and in run ids)
+        sha = runs["gem5_sha256"].map(lambda h: str(h)[:16] if isinstance(h, str) else None)
+        by = ["backend", "kernel_build_id", "image_id", "tool_version", sha.rename("gem5")]
+        for (b, k, i, t, g), n in runs.groupby(by, dropna=False).size().items():
+            prov_rows.append([b, k, i, t, "-" if pd.isna(g) else g, n])
     st.items.append(
         Table(
-            ["backend", "kernel build", "image", "tool", "runs"],
+            ["backend", "kernel build", "image", "tool", "gem5 binary", "runs"],
             prov_rows,
             "Provenance (all of it enters the run ids)",
         )
@@ -965,27 +964,50 @@ def to_markdown(secs: list[Section], img_dir: str) -> str:
 
 
 def write_report(
-    dirs: list[Path], out: Path, title: str | None = None, run_ids: set[str] | None = None
+    dirs: list[Path],
+    out: Path,
+    title: str | None = None,
+    run_ids: set[str] | None = None,
+    kept: list[tuple[Path, set[str]]] | None = None,
 ) -> dict[str, Path]:
+    """Frames (written to out/frames) and the report of the runs under @dirs.
+
+    @kept: frames directories of earlier machines and the run ids to take from
+    each (the runs a sweep adopted, sweep/kept.py); they come first, so a run
+    also found under @dirs is reported from there.
+    """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    fr = build_frames(dirs, run_ids=run_ids)
+    parts = [(str(d), read_frames(Path(d)).only(ids)) for d, ids in kept or []]
+    parts.append((", ".join(map(str, dirs)), build_frames(dirs, run_ids=run_ids)))
+    fr, _ = merge_frames(parts)
     fpaths = fr.write(out / "frames")
-    secs = build(fr, title or "numa-lb-study report", [Path(d) for d in dirs])
+    inputs = [Path(d) for d, _ in kept or []] + [Path(d) for d in dirs]
+    secs = build(fr, title or "numa-lb-study report", inputs)
     return {**_write_sections(secs, out), "frame": fpaths["metrics"],
             **{f"frame_{k}": v for k, v in fpaths.items()}}  # fmt: skip
 
 
-def write_report_from_frames(frames: Path, out: Path, title: str | None = None) -> dict[str, Path]:
-    """The report again from a frames directory alone (metrics/runs/errors
+def write_report_from_frames(
+    frames: Path | list[Path],
+    out: Path,
+    title: str | None = None,
+    notes: list[str] | None = None,
+) -> dict[str, Path]:
+    """The report again from frames directories alone (metrics/runs/errors
     parquet, as write_report leaves them): a finding kept in the repository
-    regenerates without its run directories. FramesError if one is missing or
+    regenerates without its run directories. Several directories are reported
+    as one (merge_frames: a run id found twice is taken from the later one;
+    @notes receives what the merge noticed). FramesError if one is missing or
     unreadable."""
-    fr = read_frames(Path(frames))
+    dirs = [Path(frames)] if isinstance(frames, str | Path) else [Path(f) for f in frames]
+    fr, found = read_frames_many(dirs)
+    if notes is not None:
+        notes.extend(found)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    secs = build(fr, title or "numa-lb-study report", [Path(frames)])
-    return {**_write_sections(secs, out), "frame": Path(frames) / "metrics.parquet"}
+    secs = build(fr, title or "numa-lb-study report", dirs)
+    return {**_write_sections(secs, out), "frame": dirs[0] / "metrics.parquet"}
 
 
 def _write_sections(secs: list[Section], out: Path) -> dict[str, Path]:

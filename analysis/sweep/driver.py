@@ -5,7 +5,7 @@
    early with a clear message when one is missing;
 3. expand the run matrix (lazily: a 10^6-run spec never sits in memory),
    decide per run: skip done, skip failed/timeout unless --rerun-failed, resume
-   interrupted/stale ones;
+   interrupted/stale ones; adopt runs done on another machine (--kept, kept.py);
 4. execute (local pool or Slurm arrays); a run directory (spec.json, job.json,
    status pending) is created just before its run starts (local) or is
    submitted (Slurm), never all up front; 5. write the report.
@@ -21,13 +21,14 @@ import shutil
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 from . import backends as bk
 from .executors import LocalExecutor, pool_size, summary_line
+from .kept import KeptError, KeptRuns, load_kept
 from .matrix import Run, guest_job, iter_runs, kernel_variants, run_count
 from .point import ID_LEN_DIR, Provenance
 from .preflight import daemon_qemu_refusal, image_meta, image_problems, qemu_timing_refusal
@@ -64,6 +65,7 @@ class Options:
     poll_s: float = 5.0
     allow_large: bool = False
     allow_qemu_timing: bool = False  # --allow-qemu-timing: paper/sensitivity on qemu
+    kept: list[Path] = field(default_factory=list)  # --kept: frames dirs of earlier machines
     stream: TextIO = field(default=sys.stdout)
 
 
@@ -73,6 +75,11 @@ class Plan:
     skipped: Counter
     notes: list[str]
     run_ids: list[str] = field(default_factory=list)  # every run of the sweep, in order
+    kept: set[str] = field(default_factory=set)  # planned run ids a kept run stands for
+
+
+Adopt = Callable[[Run], bool]  # does a kept run stand for this planned run?
+ADOPTABLE = ("run", "failed", "timeout")  # verdicts a kept done run replaces
 
 
 def spec_record(spec: Spec, run: Run, art: bk.Artifacts) -> dict[str, Any]:
@@ -104,10 +111,26 @@ def existing_run_dirs(out: Path) -> set[str]:
 
 
 def classify(
-    runs: Iterable[Run], out: Path, rerun_failed: bool, existing: set[str]
+    runs: Iterable[Run],
+    out: Path,
+    rerun_failed: bool,
+    existing: set[str],
+    adopt: Adopt | None = None,
 ) -> Iterator[tuple[Run, str]]:
     """(run, verdict) per run: "run", "stale" (running, worker gone: run it) or
-    why it is skipped ("done", "failed", "timeout", "running elsewhere").
+    why it is skipped ("done", "failed", "timeout", "running elsewhere", "kept":
+    @adopt found a run done elsewhere, in place of running or of a failure here).
+    """
+    for run, verdict in _local_verdicts(runs, out, rerun_failed, existing):
+        if adopt is not None and verdict in ADOPTABLE and adopt(run):
+            verdict = "kept"
+        yield run, verdict
+
+
+def _local_verdicts(
+    runs: Iterable[Run], out: Path, rerun_failed: bool, existing: set[str]
+) -> Iterator[tuple[Run, str]]:
+    """classify() from this output directory alone.
 
     Only runs whose directory exists touch the file system (and pathlib: at
     10^6 runs, building every run's Path was the dry run's largest cost).
@@ -131,14 +154,22 @@ def classify(
             yield run, "running elsewhere"
 
 
-def make_plan(runs: Iterable[Run], out: Path, rerun_failed: bool, create: bool = True) -> Plan:
+def make_plan(
+    runs: Iterable[Run],
+    out: Path,
+    rerun_failed: bool,
+    create: bool = True,
+    adopt: Adopt | None = None,
+) -> Plan:
     """Decide per run; create=True (a real run) marks stale running runs interrupted.
 
     Writes no run directory: those are created just before each run starts.
     """
     plan = Plan([], Counter(), [])
-    for run, verdict in classify(runs, out, rerun_failed, existing_run_dirs(out)):
+    for run, verdict in classify(runs, out, rerun_failed, existing_run_dirs(out), adopt):
         plan.run_ids.append(run.run_id)
+        if verdict == "kept":
+            plan.kept.add(run.run_id)
         if verdict in ("run", "stale"):
             rd = RunDir(run.path(out))
             if verdict == "stale" and create:
@@ -149,6 +180,14 @@ def make_plan(runs: Iterable[Run], out: Path, rerun_failed: bool, create: bool =
         if verdict == "running elsewhere":
             plan.notes.append(f"{run.dirname} is running in another process; left alone")
     return plan
+
+
+def kept_adopter(kept: KeptRuns | None, art: bk.Artifacts) -> Adopt | None:
+    """adopt() for classify: the planned run's provenance is that of the kernel
+    its point boots (the stock policy boots another build)."""
+    if kept is None:
+        return None
+    return lambda run: kept.adopt(run.point, run.run_id, art.provenance_for(run.point.boot_kernel))
 
 
 def ensure_run_dir(spec: Spec, art: bk.Artifacts, run: Run, rd: RunDir) -> str | None:
@@ -209,6 +248,11 @@ def run_sweep(spec: Spec, opt: Options) -> int:
         w(f"error: refused: {refusal}\n")
         return EXIT_USAGE
     out = (opt.out or Path("results") / spec.name).resolve()
+    try:  # before any build: a wrong --kept path must cost nothing
+        kept = load_kept(opt.kept) if opt.kept else None
+    except KeptError as e:
+        w(f"error: --kept: {e}\n")
+        return EXIT_USAGE
     try:
         art = bk.prepare(
             backend,
@@ -236,17 +280,19 @@ def run_sweep(spec: Spec, opt: Options) -> int:
 
     w(f"sweep {spec.name}: {run_count(spec)} runs ({spec.source}); output {out}\n")
     runs = iter_runs(spec, backend, art.provenance, art.kernel_ids())
+    adopt = kept_adopter(kept, art)
     if opt.dry_run:
-        return dry_run(spec, opt, art, runs, out)
+        return dry_run(spec, opt, art, runs, out, adopt, kept)
     if opt.executor == "slurm":  # runs a dead node left "running" become interrupted
         from .slurm import reconcile_dir
 
         reconcile_dir(out)
-    plan = make_plan(runs, out, opt.rerun_failed)
+    plan = make_plan(runs, out, opt.rerun_failed, adopt=adopt)
+    plan.notes.extend(kept.notes() if kept else [])
     _plan_summary(w, len(plan.to_run), plan.skipped, plan.notes)
 
     out.mkdir(parents=True, exist_ok=True)
-    write_manifest(out, spec, backend, art, plan.run_ids)
+    write_manifest(out, spec, backend, art, plan.run_ids, kept)
     code = EXIT_OK
     if plan.to_run:
         if opt.executor == "local":
@@ -255,15 +301,21 @@ def run_sweep(spec: Spec, opt: Options) -> int:
             code = _run_slurm(spec, out, opt, plan, art)
             if code == EXIT_INTERRUPTED or not opt.wait:
                 return code  # --no-wait: submitted, nothing to report yet
-    final = final_states(out, plan.run_ids)
+    final = final_states(out, plan.run_ids, plan.kept)
     w(f"sweep {spec.name}: {summary_line(final)}\n")
-    if code == EXIT_OK and any(k != "done" for k in final):
+    if code == EXIT_OK and any(k not in ("done", "kept") for k in final):
         code = EXIT_FAILED_RUNS
     if opt.report and code != EXIT_INTERRUPTED:
         from ..results.report import write_report
 
         try:
-            paths = write_report([out], out, title=f"sweep {spec.name}", run_ids=set(plan.run_ids))
+            paths = write_report(
+                [out],
+                out,
+                title=f"sweep {spec.name}",
+                run_ids=set(plan.run_ids) - plan.kept,
+                kept=kept.report_inputs() if kept else None,
+            )
             w(f"report: {paths['html']}\nreport: {paths['md']}\n")
         except Exception as e:  # a report bug must not hide the sweep's outcome
             w(f"report failed: {type(e).__name__}: {e}\n")
@@ -280,7 +332,15 @@ def _plan_summary(w: Any, n_run: int, skipped: Counter, notes: list[str]) -> Non
         w(f"  note: {n}\n")
 
 
-def dry_run(spec: Spec, opt: Options, art: bk.Artifacts, runs: Iterable[Run], out: Path) -> int:
+def dry_run(
+    spec: Spec,
+    opt: Options,
+    art: bk.Artifacts,
+    runs: Iterable[Run],
+    out: Path,
+    adopt: Adopt | None = None,
+    kept: KeptRuns | None = None,
+) -> int:
     """List the runs a real run would start, streaming; write nothing anywhere."""
     w = opt.stream.write
     for need in art.info.get("would_build", []):
@@ -289,7 +349,7 @@ def dry_run(spec: Spec, opt: Options, art: bk.Artifacts, runs: Iterable[Run], ou
     notes: list[str] = []
     to_run: list[tuple[RunDir, Any]] = []  # Slurm only: the array scripts group them
     n_run = 0
-    for run, verdict in classify(runs, out, opt.rerun_failed, existing_run_dirs(out)):
+    for run, verdict in classify(runs, out, opt.rerun_failed, existing_run_dirs(out), adopt):
         if verdict in ("run", "stale"):
             n_run += 1
             w(f"  {run.dirname} {run.point.label()}\n")
@@ -299,7 +359,7 @@ def dry_run(spec: Spec, opt: Options, art: bk.Artifacts, runs: Iterable[Run], ou
             skipped[verdict] += 1
             if verdict == "running elsewhere":
                 notes.append(f"{run.dirname} is running in another process; left alone")
-    _plan_summary(w, n_run, skipped, notes)
+    _plan_summary(w, n_run, skipped, notes + (kept.notes() if kept else []))
     if opt.executor == "slurm":
         ex = _slurm(spec, out, opt)
         ex.dry_run(ex.prepare(to_run, art.provenance.tool_version))
@@ -336,11 +396,15 @@ def _run_local(spec: Spec, out: Path, opt: Options, plan: Plan, art: bk.Artifact
     return EXIT_OK
 
 
-def final_states(out: Path, run_ids: list[str]) -> Counter:
-    """State counts of the sweep's runs; a run without a directory never started."""
+def final_states(out: Path, run_ids: list[str], kept: Collection[str] = ()) -> Counter:
+    """State counts of the sweep's runs; a run without a directory never started;
+    a run a kept run stands for is "kept" (finished, on another machine)."""
     existing = existing_run_dirs(out)
     counts: Counter = Counter()
     for rid in run_ids:
+        if rid in kept:
+            counts["kept"] += 1
+            continue
         name = rid[:ID_LEN_DIR]
         st = RunDir(out / "runs" / name).state() if name in existing else None
         counts[(st or State.PENDING).value] += 1
@@ -408,7 +472,12 @@ def _run_slurm(spec: Spec, out: Path, opt: Options, plan: Plan, art: bk.Artifact
 
 
 def write_manifest(
-    out: Path, spec: Spec, backend: str, art: bk.Artifacts, run_ids: list[str]
+    out: Path,
+    spec: Spec,
+    backend: str,
+    art: bk.Artifacts,
+    run_ids: list[str],
+    kept: KeptRuns | None = None,
 ) -> None:
     manifest = {
         "sweep": spec.name,
@@ -422,10 +491,17 @@ def write_manifest(
         "kernels": art.kernels,
         "info": art.info,
         "runs": run_ids,
+        "kept": kept_record(kept),
         "git": git_state(),
         "written_at": now_iso(),
     }
     write_json_atomic(out / "sweep.json", manifest)
+
+
+def kept_record(kept: KeptRuns | None) -> dict[str, dict[str, str]]:
+    """sweep.json "kept": planned run id -> the kept run that stands for it."""
+    adopted = kept.adopted.items() if kept else ()
+    return {p: {"run_id": k.run_id, "frames": str(k.frames)} for p, k in adopted}
 
 
 def git_state() -> dict[str, Any] | None:
@@ -460,9 +536,13 @@ def status_table(out: Path) -> str:
     lines.append(summary_line(counts))
     manifest, _ = read_object(out / "sweep.json")
     planned = (manifest or {}).get("runs")
+    kept = (manifest or {}).get("kept")
+    kept = kept if isinstance(kept, dict) else {}
     if isinstance(planned, list):
-        have = set(names)
+        have = set(names) | {r[:ID_LEN_DIR] for r in kept}
         missing = sum(1 for r in planned if isinstance(r, str) and r[:ID_LEN_DIR] not in have)
+        if kept:
+            lines.append(f"{len(kept)} run(s) of sweep.json kept (done on another machine, --kept)")
         if missing:
             lines.append(f"{missing} run(s) of sweep.json not started (no run directory yet)")
     return "\n".join(lines)

@@ -131,6 +131,15 @@ def run_id(point: SweepPoint, prov: Provenance) -> str:
     return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
 
 
+def point_id(point: SweepPoint | dict[str, Any]) -> str:
+    """SHA-256 of the point alone (no provenance): what a run asks for, whatever
+    built it. Frames record it so that a sweep on another machine, whose gem5
+    binary (and so every run id) differs, can find the runs already done
+    (sweep/kept.py). A dict is a point as spec.json stores it, hashed as it is."""
+    d = point.to_dict() if isinstance(point, SweepPoint) else point
+    return hashlib.sha256(canonical_json(d).encode()).hexdigest()
+
+
 _POINT_FIELDS = tuple(sorted(f.name for f in fields(SweepPoint)))
 _REPEAT = _POINT_FIELDS.index("repeat")
 
@@ -149,12 +158,19 @@ class RunIds:
     """
 
     MEMO_MAX = 100_000
+    _open = '{"point":{'  # canonical JSON of {"point": ..., "provenance": ...}
 
     def __init__(self, prov: Provenance) -> None:
         self._prov = prov.to_dict()
-        self._tail = '},"provenance":' + canonical_json(self._prov) + "}"
+        self._init('},"provenance":' + canonical_json(self._prov) + "}")
+
+    def _init(self, tail: str) -> None:
+        self._tail = tail
         self._others = operator.attrgetter(*(n for n in _POINT_FIELDS if n != "repeat"))
         self._memo: dict[tuple[int, ...], tuple[str, str, tuple[Any, ...]]] = {}
+
+    def _full(self, point: SweepPoint) -> str:
+        return run_id(point, Provenance.from_dict(self._prov))
 
     def _around_repeat(self, point: SweepPoint) -> tuple[str, str] | None:
         values = self._others(point)
@@ -173,6 +189,18 @@ class RunIds:
     def __call__(self, point: SweepPoint) -> str:
         around = self._around_repeat(point) if type(point.repeat) is int else None
         if around is None:
-            return run_id(point, Provenance.from_dict(self._prov))
-        text = '{"point":{' + around[0] + str(point.repeat) + around[1]
+            return self._full(point)
+        text = self._open + around[0] + str(point.repeat) + around[1]
         return hashlib.sha256(text.encode()).hexdigest()
+
+
+class PointIds(RunIds):
+    """``point_id`` for the many points of one sweep, memoized as ``RunIds``."""
+
+    _open = "{"
+
+    def __init__(self) -> None:
+        self._init("}")
+
+    def _full(self, point: SweepPoint) -> str:
+        return point_id(point)

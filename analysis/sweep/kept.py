@@ -1,0 +1,172 @@
+"""Runs kept in git as frames, adopted by a sweep on another machine (--kept).
+
+A run id hashes the point and the provenance, and the provenance holds the
+gem5 binary's SHA-256. gem5 rebuilt from the same source on a new machine has
+another hash (it embeds __DATE__/__TIME__), so every run id changes although
+nothing that decides a result did, and the run directories of the old machine
+are gone with it. What survives is a finding's frames in git
+(``findings/NAME/frames/runs.parquet``, analysis/results/keep.py).
+``run_all.py run --kept DIR`` skips a planned run, verdict "kept", when DIR
+holds a run with
+
+* the same point (``point_id``: the point alone, hashed as in the run id),
+* state done,
+* the same provenance except the gem5 binary hash: the build id of the kernel
+  the point boots, image id, code revision, tool version, backend.
+
+A kept run of the same point with another provenance is not adopted; the plan
+notes count those per differing field. This module reads only the runs frame
+(it imports nothing from analysis/results/, like the rest of the sweep engine).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .point import PointIds, Provenance, SweepPoint, canonical_json
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# compared between a kept run and a planned one; gem5_sha256 deliberately not
+PROV_FIELDS = ("kernel_build_id", "image_id", "code_revision", "tool_version", "backend")
+
+
+class KeptError(ValueError):
+    """A --kept directory that cannot serve: it names the path and why."""
+
+
+@dataclass(frozen=True)
+class KeptRun:
+    run_id: str
+    state: str
+    prov: tuple[Any, ...]  # the PROV_FIELDS values
+    gem5_sha256: str | None
+    frames: Path  # the frames directory it came from
+
+
+def prov_key(prov: Provenance) -> tuple[Any, ...]:
+    """A planned run's PROV_FIELDS values, written as the runs frame writes them."""
+    return (prov.kernel_build_id, prov.image_id, canonical_json(prov.code_revision),
+            prov.tool_version, prov.backend)  # fmt: skip
+
+
+def read_runs_frame(d: Path) -> pd.DataFrame:
+    """DIR/runs.parquet, or KeptError naming the path."""
+    import pandas as pd  # here: the driver (and every worker's runner) starts without it
+
+    d = Path(d)
+    hint = "give a frames directory, e.g. findings/NAME/frames"
+    if not d.is_dir():
+        raise KeptError(f"{d}: no such directory ({hint})")
+    p = d / "runs.parquet"
+    if not p.is_file():
+        raise KeptError(f"{d}: no runs.parquet ({hint})")
+    try:
+        runs = pd.read_parquet(p)
+    except Exception as e:  # pyarrow raises its own types for a corrupt file
+        raise KeptError(f"{p}: not a readable parquet file ({e})") from e
+    if "point_id" not in runs.columns:
+        raise KeptError(
+            f"{p}: no point_id column (frames kept before runs recorded their point id); "
+            "keep them again from their run directories, or run those points here"
+        )
+    return runs
+
+
+def _cell(v: Any) -> Any:
+    """A frame cell as a plain value (None, NaN, pandas' NA -> None)."""
+    try:
+        return None if v is None or bool(v != v) else v
+    except TypeError:  # pandas' NA: its comparisons have no truth value
+        return None
+
+
+def load_kept(dirs: list[Path]) -> KeptRuns:
+    """The runs of the frames directories, by point id (read once: a 10^6-run
+    sweep then looks each of its runs up in a dict). Later directories first
+    among equals: adopt() takes the last matching run."""
+    by_point: dict[str, list[KeptRun]] = defaultdict(list)
+    for d in dirs:
+        runs = read_runs_frame(d)
+        cols = ["point_id", "run_id", "state", *PROV_FIELDS, "gem5_sha256"]
+        for c in cols:
+            if c not in runs.columns:
+                runs[c] = None  # not recorded: never equal to a planned value
+        for row in runs[cols].itertuples(index=False, name=None):
+            pid, rid, state, *prov, sha = map(_cell, row)
+            if pid is None or rid is None:
+                continue  # a row from older frames merged in: cannot be matched
+            by_point[str(pid)].append(KeptRun(str(rid), str(state), tuple(prov), sha, Path(d)))
+    return KeptRuns(dict(by_point), [Path(d) for d in dirs])
+
+
+class KeptRuns:
+    """The kept runs of a sweep's --kept directories, and what adopt() decided."""
+
+    def __init__(self, by_point: dict[str, list[KeptRun]], dirs: list[Path]) -> None:
+        self.by_point = by_point
+        self.dirs = dirs
+        self.adopted: dict[str, KeptRun] = {}  # planned run id -> the kept run
+        self._ids = PointIds()
+        self._differs: Counter[str] = Counter()  # provenance field -> runs not adopted
+        self._example: dict[str, tuple[Any, Any]] = {}  # field -> (kept, here)
+        self._not_done: Counter[str] = Counter()  # state of the kept run -> runs
+        self._rebuilt: Counter[tuple[Any, Any]] = Counter()  # (kept, here) gem5 hash -> runs
+
+    def adopt(self, point: SweepPoint, planned_id: str, prov: Provenance) -> bool:
+        """True when a kept run stands for this planned run (recorded in adopted)."""
+        found = self.by_point.get(self._ids(point)) if self.by_point else None
+        if not found:
+            return False
+        done = [k for k in found if k.state == "done"]
+        if not done:
+            self._not_done[found[-1].state] += 1
+            return False
+        want = prov_key(prov)
+        for k in reversed(done):  # the later --kept directory first
+            if k.prov == want:
+                self.adopted[planned_id] = k
+                if k.gem5_sha256 != prov.gem5_sha256:
+                    self._rebuilt[(k.gem5_sha256, prov.gem5_sha256)] += 1
+                return True
+        self._count_differences(done[-1].prov, want)
+        return False
+
+    def _count_differences(self, kept: tuple[Any, ...], here: tuple[Any, ...]) -> None:
+        for name, a, b in zip(PROV_FIELDS, kept, here, strict=True):
+            if a != b:
+                self._differs[name] += 1
+                self._example.setdefault(name, (a, b))
+
+    def notes(self) -> list[str]:
+        """One line per reason (never one per run): refusals by field, kept runs
+        not done, adopted runs from another gem5 binary."""
+        out = []
+        for name, n in sorted(self._differs.items()):
+            a, b = self._example[name]
+            out.append(f"kept: {n} run(s) of a planned point not adopted: {name} differs "
+                       f"(kept {_short(a)}, here {_short(b)})")  # fmt: skip
+        if self._not_done:
+            states = ", ".join(f"{v} {k}" for k, v in sorted(self._not_done.items()))
+            out.append(f"kept: {sum(self._not_done.values())} planned run(s) match only kept "
+                       f"runs that are not done ({states}); they run here")  # fmt: skip
+        for (a, b), n in sorted(self._rebuilt.items(), key=str):
+            out.append(f"kept: {n} run(s) adopted from another gem5 binary (kept {_short(a)}, "
+                       f"here {_short(b)}; the frames record each run's)")  # fmt: skip
+        return out
+
+    def report_inputs(self) -> list[tuple[Path, set[str]]]:
+        """(frames dir, run ids adopted from it): what the sweep's report adds."""
+        ids: dict[Path, set[str]] = {d: set() for d in self.dirs}
+        for k in self.adopted.values():
+            ids[k.frames].add(k.run_id)
+        return [(d, s) for d, s in ids.items() if s]
+
+
+def _short(v: Any) -> str:
+    s = "not recorded" if v is None else str(v)
+    return s[:16] + "..." if len(s) > 19 else s

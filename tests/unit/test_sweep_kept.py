@@ -1,0 +1,310 @@
+"""Runs kept in git as frames, adopted on another machine (analysis/sweep/kept.py,
+run_all.py run --kept), reports of several frames dirs, and keep from kept
+frames + a sweep dir (analysis/results/frames.py merge_frames, keep.py).
+
+A gem5 rebuilt from the same source has another binary hash, so the same
+points get other run ids; the frames' point_id finds them again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import run_all
+from analysis.results import keep
+from analysis.results.frames import build_frames, merge_frames, read_frames
+from analysis.sweep import backends as bk
+from analysis.sweep import driver
+from analysis.sweep.kept import load_kept
+from analysis.sweep.matrix import Run, iter_runs, points
+from analysis.sweep.point import PointIds, Provenance, canonical_json, point_id
+from analysis.sweep.rundir import RunDir, State
+from analysis.sweep.spec import load_spec
+from tests.unit.test_sweep_local import host_backend as host_backend  # a fixture
+from tests.unit.test_sweep_local import run
+
+ROOT = Path(__file__).resolve().parents[2]
+FIX = ROOT / "tests" / "fixtures"
+OLD_FRAMES = ROOT / "findings" / "2026-11-25-finding-b128-sweep-r0" / "frames"
+PROV = Provenance(
+    backend="gem5",
+    kernel_build_id="k" * 16,
+    image_id="i" * 16,
+    code_revision={"configs": "c" * 64},
+    tool_version="gem5 version 24.0.0.1",
+    gem5_sha256="a" * 64,
+)
+REBUILT = dataclasses.replace(PROV, gem5_sha256="b" * 64)  # same source, another build
+
+
+def spec_runs(prov: Provenance) -> list[Run]:
+    spec = load_spec(preset="quick", overrides=["sweep.repeats=2"])
+    return list(iter_runs(spec, "gem5", prov, {"release": prov.kernel_build_id}))
+
+
+def finished(out: Path, runs: list[Run], prov: Provenance, state: State = State.DONE) -> None:
+    """Run directories as a sweep leaves them (spec.json: point + provenance)."""
+    for r in runs:
+        rd = RunDir(r.path(out))
+        rec = {"run_id": r.run_id, "label": r.point.label(), "sweep": "quick",
+               "point": r.point.to_dict(), "provenance": prov.to_dict()}  # fmt: skip
+        rd.create(rec, {})
+        rd.transition(State.RUNNING)
+        rd.transition(state, **({"error": "boom"} if state != State.DONE else {}))
+
+
+def kept_frames(tmp: Path, prov: Provenance = PROV, state: State = State.DONE) -> Path:
+    """The frames a finished sweep on the old machine leaves in git."""
+    old = tmp / "old-machine"
+    finished(old, spec_runs(prov), prov, state)
+    build_frames([old]).write(tmp / "kept" / "frames")
+    return tmp / "kept" / "frames"
+
+
+def plan_with(kept_dirs: list[Path], prov: Provenance, out: Path) -> driver.Plan:
+    kept = load_kept(kept_dirs)
+    adopt = driver.kept_adopter(kept, bk.Artifacts(prov, {}))
+    plan = driver.make_plan(spec_runs(prov), out, rerun_failed=False, adopt=adopt)
+    plan.notes.extend(kept.notes())
+    return plan
+
+
+# ------------------------------------------------------------------ point ids
+def test_point_id_is_the_point_alone_and_fast_ids_agree() -> None:
+    pts = points(load_spec(preset="quick", overrides=["sweep.repeats=3"]), "gem5")
+    ids = PointIds()
+    assert [ids(p) for p in pts] == [point_id(p) for p in pts]
+    assert point_id(pts[0]) == hashlib.sha256(canonical_json(pts[0].to_dict()).encode()).hexdigest()
+    assert point_id(pts[0].to_dict()) == point_id(pts[0])  # as spec.json stores it
+
+
+def test_frames_record_point_id_gem5_hash_and_code_revision(tmp_path: Path) -> None:
+    runs = spec_runs(PROV)
+    finished(tmp_path, runs, PROV)
+    fr = build_frames([tmp_path]).runs.set_index("run_id")
+    for r in runs:
+        row = fr.loc[r.run_id]
+        assert row["point_id"] == point_id(r.point)
+        assert row["gem5_sha256"] == "a" * 64
+        assert json.loads(row["code_revision"]) == {"configs": "c" * 64}
+
+
+# ------------------------------------------------------------------ adoption
+def test_runs_of_another_gem5_build_are_adopted_by_point_id(tmp_path: Path) -> None:
+    frames = kept_frames(tmp_path)
+    out = tmp_path / "new-machine"
+    plan = plan_with([frames], REBUILT, out)
+    assert not plan.to_run and plan.skipped == {"kept": 4}
+    assert plan.kept == {r.run_id for r in spec_runs(REBUILT)}  # the new ids
+    assert any("4 run(s) adopted from another gem5 binary (kept aaaaaaaaaaaaaaaa..., here bbbb"
+               in n for n in plan.notes)  # fmt: skip
+    assert driver.final_states(out, plan.run_ids, plan.kept) == {"kept": 4}
+    assert not out.exists()  # planning writes nothing
+
+
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("kernel_build_id", "x" * 16),
+        ("image_id", "y" * 16),
+        ("code_revision", {"configs": "d" * 64}),
+        ("tool_version", "gem5 version 24.0.0.2"),
+    ],
+)
+def test_a_kept_run_with_other_inputs_is_not_adopted(
+    tmp_path: Path, field: str, value: object
+) -> None:
+    frames = kept_frames(tmp_path)
+    other = dataclasses.replace(REBUILT, **{field: value})
+    plan = plan_with([frames], other, tmp_path / "new")
+    assert len(plan.to_run) == 4 and not plan.kept and not plan.skipped
+    said = [n for n in plan.notes if "not adopted" in n]
+    assert len(said) == 1 and f"4 run(s) of a planned point not adopted: {field} differs" in said[0]
+
+
+def test_a_kept_run_that_is_not_done_is_not_adopted(tmp_path: Path) -> None:
+    frames = kept_frames(tmp_path, state=State.FAILED)
+    plan = plan_with([frames], REBUILT, tmp_path / "new")
+    assert len(plan.to_run) == 4 and not plan.kept
+    assert any("match only kept runs that are not done (4 failed)" in n for n in plan.notes)
+
+
+def test_a_run_done_here_stays_done_and_a_failed_one_is_replaced(tmp_path: Path) -> None:
+    frames = kept_frames(tmp_path)
+    out = tmp_path / "new"
+    runs = spec_runs(REBUILT)
+    finished(out, runs[:1], REBUILT)
+    finished(out, runs[1:2], REBUILT, State.FAILED)
+    plan = plan_with([frames], REBUILT, out)
+    assert plan.skipped == {"done": 1, "kept": 3} and not plan.to_run
+
+
+# ------------------------------------------------------------- bad --kept dirs
+def _run_kept(tmp_path: Path, kept: Path) -> tuple[int, str]:
+    out = tmp_path / "s"
+    code, text = run(out, 'sweep.backend="qemu"', kept=[kept])
+    assert not out.exists()  # refused before anything is written
+    return code, text
+
+
+def test_bad_kept_directories_are_clear_usage_errors(tmp_path: Path) -> None:
+    code, text = _run_kept(tmp_path, tmp_path / "nope")
+    assert code == 2 and f"--kept: {tmp_path / 'nope'}: no such directory" in text
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, text = _run_kept(tmp_path, empty)
+    assert code == 2 and f"{empty}: no runs.parquet" in text
+    corrupt = tmp_path / "corrupt"
+    corrupt.mkdir()
+    (corrupt / "runs.parquet").write_bytes(b"PAR1 truncated")
+    code, text = _run_kept(tmp_path, corrupt)
+    assert code == 2 and f"{corrupt / 'runs.parquet'}: not a readable parquet file" in text
+    old = tmp_path / "old"
+    shutil.copytree(OLD_FRAMES, old)  # kept before runs recorded their point id
+    code, text = _run_kept(tmp_path, old)
+    assert code == 2 and f"{old / 'runs.parquet'}: no point_id column" in text
+    assert (old / "runs.parquet").read_bytes() == (OLD_FRAMES / "runs.parquet").read_bytes()
+
+
+def test_run_all_takes_repeated_kept_flags() -> None:
+    a = run_all.parser().parse_args(["run", "--preset", "quick", "--kept", "A", "--kept", "B"])
+    assert a.kept == [Path("A"), Path("B")]
+
+
+# ------------------------------------------------------- the sweep, end to end
+def test_sweep_with_kept_runs_is_complete_and_reports_them(
+    tmp_path: Path, host_backend: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = tmp_path / "first"
+    code, text = run(first, "sweep.repeats=1")
+    assert code == 0, text
+    dest = tmp_path / "findings" / "partial"
+    assert keep.main([str(first), str(dest), "--command", "x"]) == 0
+    # the new machine: the same inputs, another gem5 build (other run ids)
+    prepare = bk.prepare
+
+    def rebuilt(*a: object, **k: object) -> bk.Artifacts:
+        art = prepare(*a, **k)  # type: ignore[arg-type]
+        prov = dataclasses.replace(art.provenance, gem5_sha256="b" * 64)
+        return dataclasses.replace(art, provenance=prov)
+
+    monkeypatch.setattr(bk, "prepare", rebuilt)
+    out = tmp_path / "second"
+    code, text = run(out, "sweep.repeats=2", kept=[dest / "frames"])
+    assert code == 0, text
+    assert "to run: 2; skipped: 2 kept" in text
+    assert "sweep quick: 2 done, 2 kept" in text
+    assert len(list((out / "runs").iterdir())) == 2  # only the new repeat ran here
+    reported = read_frames(out / "frames").runs
+    assert len(reported) == 4 and set(reported["gem5_sha256"].dropna()) == {"b" * 64}
+    assert "from 4 runs" in (out / "report.md").read_text()
+    assert "2 run(s) of sweep.json kept" in driver.status_table(out)
+    # the final finding: the kept frames + this machine's sweep
+    final = tmp_path / "findings" / "final"
+    assert keep.main([str(dest / "frames"), str(out), str(final), "--command", "y"]) == 0
+    assert len(read_frames(final / "frames").runs) == 4
+
+
+# ------------------------------------------------- merged frames and reports
+def _quick_frames(tmp_path: Path) -> Path:
+    tree = tmp_path / "quick"
+    shutil.copytree(FIX / "sweep-quick", tree)
+    build_frames([tree]).write(tmp_path / "quick-frames")
+    return tmp_path / "quick-frames"
+
+
+def _quick_policy(tmp_path: Path, policy: str) -> Path:
+    """The quick fixture's runs of one policy (as if run on a machine of its own)."""
+    tree = tmp_path / policy
+    shutil.copytree(FIX / "sweep-quick", tree)
+    for sp in (tree / "runs").glob("*/spec.json"):
+        if json.loads(sp.read_text())["point"]["policy"] != policy:
+            shutil.rmtree(sp.parent)
+    return tree
+
+
+def test_merge_takes_the_later_copy_and_pairs_across_inputs(tmp_path: Path) -> None:
+    whole = build_frames([FIX / "sweep-quick"])
+    a = build_frames([_quick_policy(tmp_path, "default")])
+    b = build_frames([_quick_policy(tmp_path, "excl")])
+    first = next(a.runs.itertuples())
+    c = build_frames([Path(first.dir)])  # one of A's runs again
+    a.runs.loc[a.runs["run_id"] == first.run_id, "host"] = "old-host"
+    assert not (b.metrics["metric"] == "improvement_pct").any()  # excl lacks its partner
+    merged, notes = merge_frames([("A", a), ("B", b), ("C", c)])
+    assert len(merged.runs) == 4
+    assert merged.runs.set_index("run_id").loc[first.run_id, "host"] != "old-host"  # C's
+    assert notes == [
+        f"1 run(s) of A are also in C; kept the later input's copy ({first.run_id[:16]})"
+    ]
+    # excl (B) paired with default (A, C): the improvements of the whole sweep
+    imp = merged.metrics[merged.metrics["metric"] == "improvement_pct"]
+    want = whole.metrics[whole.metrics["metric"] == "improvement_pct"]
+    excl = set(whole.runs.loc[whole.runs["policy"] == "excl", "run_id"])
+    assert excl <= set(imp["run_id"]) == set(want["run_id"])
+    assert sorted(imp["value"]) == pytest.approx(sorted(want["value"]))
+
+
+def test_report_of_old_and_new_frames_with_an_overlapping_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    new = _quick_frames(tmp_path)
+    again = tmp_path / "again"
+    shutil.copytree(new, again)
+    out = tmp_path / "out"
+    args = ["report", "--frames", str(OLD_FRAMES), "--frames", str(new), "--frames", str(again)]
+    assert run_all.main([*args, "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert f"4 run(s) of {new} are also in {again}; kept the later input's copy" in err
+    assert "from 20 runs" in (out / "report.md").read_text()  # 16 old + 4 new, once each
+    merged = read_frames(OLD_FRAMES)
+    assert merged.runs["point_id"].isna().all()  # old frames: the new columns, empty
+
+
+def _sweep_of_binary(tmp_path: Path, name: str, sha: str) -> Path:
+    """The quick fixture as if run by a gem5 binary with hash @sha (other run ids)."""
+    tree = tmp_path / name
+    shutil.copytree(FIX / "sweep-quick", tree)
+    for sp in (tree / "runs").glob("*/spec.json"):
+        d = json.loads(sp.read_text())
+        d["provenance"]["gem5_sha256"] = sha
+        d["run_id"] = hashlib.sha256((d["run_id"] + sha).encode()).hexdigest()
+        sp.write_text(json.dumps(d))
+    return tree
+
+
+def test_keep_from_kept_frames_and_a_sweep_lists_both_binaries(tmp_path: Path) -> None:
+    partial = tmp_path / "findings" / "partial"
+    assert keep.main([str(_sweep_of_binary(tmp_path, "s1", "a" * 64)), str(partial),
+                      "--command", "first"]) == 0  # fmt: skip
+    second = _sweep_of_binary(tmp_path, "s2", "b" * 64)
+    final = tmp_path / "findings" / "final"
+    assert keep.main([str(partial / "frames"), str(second), str(final), "--command", "c"]) == 0
+    prov = (final / "PROVENANCE.md").read_text()
+    assert f"- `{'a' * 64}`: 4 run(s)" in prov and f"- `{'b' * 64}`: 4 run(s)" in prov
+    assert (
+        "4 runs on binary `aaaaaaaaaaaaaaaa`, 4 runs on binary `bbbbbbbbbbbbbbbb`, same version"
+        in prov
+    )
+    assert f"Provenance of kept frames `{partial / 'frames'}`" in prov
+    assert len(pd.read_parquet(final / "frames" / "runs.parquet")) == 8
+
+
+def test_keep_merges_old_frames_without_the_new_columns(tmp_path: Path) -> None:
+    final = tmp_path / "final"
+    tree = tmp_path / "quick"
+    shutil.copytree(FIX / "sweep-quick", tree)
+    assert keep.main([str(OLD_FRAMES), str(tree), str(final), "--command", "c"]) == 0
+    runs = read_frames(final / "frames").runs
+    assert len(runs) == 20 and runs["point_id"].notna().sum() == 4
+    assert (
+        "not recorded (frames kept before runs recorded it): 16 run(s)"
+        in (final / "PROVENANCE.md").read_text()
+    )
