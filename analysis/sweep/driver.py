@@ -327,7 +327,7 @@ def _plan_summary(w: Any, n_run: int, skipped: Counter, notes: list[str]) -> Non
     sk = _skipped_line(skipped)
     w(f"to run: {n_run}" + (f"; skipped: {sk}" if sk else "") + "\n")
     if skipped.get("failed") or skipped.get("timeout"):
-        w("  (failed/timed-out runs are kept; --rerun-failed runs them again)\n")
+        w("  (failed/timed-out runs are left as they are; --rerun-failed runs them again)\n")
     for n in notes:
         w(f"  note: {n}\n")
 
