@@ -20,7 +20,8 @@ runs without --allow-large; the paper/sensitivity presets on qemu without
 --allow-qemu-timing), 3 missing prerequisite (also: an image that lacks a
 program of the sweep's mixes) or stopped early (disk), 130
 interrupted (rerun the same command to resume). `status` and `report` exit 2
-when a directory does not exist or holds no runs. See analysis/README.md.
+when a directory does not exist or holds no runs (`report`: also unreadable
+frames, several --frames without --out). See analysis/README.md.
 """
 
 from __future__ import annotations
@@ -202,7 +203,12 @@ def parser() -> argparse.ArgumentParser:
         help="instead of run dirs: a frames dir (metrics/runs/errors.parquet) to report from; "
         "repeat it to report several as one (a run id in two: the later --frames wins)",
     )
-    rep.add_argument("--out", type=Path, help="where to write (default: the first dir)")
+    rep.add_argument(
+        "--out",
+        type=Path,
+        help="where to write (default: the dir, or the frames dir's parent; "
+        "required with several --frames)",
+    )
     rep.add_argument("--title", default=None)
 
     b = sub.add_parser("bench", help="time frame + report on a synthetic tree of N runs")
@@ -275,6 +281,11 @@ def main(argv: list[str] | None = None) -> int:
 
         if (a.frames is None) == (not a.dirs):
             print("error: report: give run/sweep dirs or --frames DIR", file=sys.stderr)
+            return EXIT_USAGE
+        if a.frames is not None and len(a.frames) > 1 and a.out is None:
+            # the default, the first input's dir, may be a committed finding's
+            print("error: report: several --frames need --out DIR (the merged report would "
+                  f"overwrite the report beside {a.frames[0]})", file=sys.stderr)  # fmt: skip
             return EXIT_USAGE
         if a.frames is not None:
             notes: list[str] = []

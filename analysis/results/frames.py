@@ -101,7 +101,17 @@ class Frames:
 
 
 class FramesError(ValueError):
-    """A frames directory that cannot be read back (missing or corrupt parquet)."""
+    """A frames directory that cannot be read back (missing or corrupt parquet,
+    or a parquet file without the columns every reader of the frame uses)."""
+
+
+# the columns without which a frame cannot be reported or merged (read_frames
+# refuses the file); every other column of an older frame is added, empty
+REQUIRED_COLS = {
+    "metrics": ("run_id", "metric", "value", "entity_type", "entity"),
+    "runs": ("run_id", "state"),
+    "errors": ("run_id", "source", "message"),
+}
 
 
 def read_frames(d: Path) -> Frames:
@@ -116,6 +126,10 @@ def read_frames(d: Path) -> Frames:
             got[name] = pd.read_parquet(p)
         except Exception as e:  # pyarrow raises its own types for a corrupt file
             raise FramesError(f"{p}: not a readable parquet file ({e})") from e
+        missing = [c for c in REQUIRED_COLS[name] if c not in got[name].columns]
+        if missing:
+            raise FramesError(f"{p}: not a {name} frame: missing column(s) {', '.join(missing)} "
+                              "(frames are written by report or keep)")  # fmt: skip
     # frames kept before a column existed: the column, empty
     for name, cols in (("metrics", SPEC_COLS), ("runs", RUN_COLS)):
         for c in cols:
@@ -155,7 +169,30 @@ def merge_frames(parts: list[tuple[str, Frames]]) -> tuple[Frames, list[str]]:
     metrics_df = add_speedup(tidy_metrics(_concat(metrics)))
     runs_df = _concat(runs)
     runs_df = runs_df[RUN_COLS + [c for c in runs_df.columns if c not in RUN_COLS]]
-    return Frames(metrics_df, runs_df, _concat(errors)), _duplicate_notes(parts, dups)
+    notes = _duplicate_notes(parts, dups) + _build_notes(parts, runs_df)
+    return Frames(metrics_df, runs_df, _concat(errors)), notes
+
+
+# a run's inputs besides its point; merged runs that differ in one are not
+# from one build of the study (the gem5 binary hash alone differs between
+# builds of one source: gem5_binaries_md in keep.py says so)
+BUILD_COLS = ("image_id", "code_revision", "tool_version")
+
+
+def _build_notes(parts: list[tuple[str, Frames]], runs: pd.DataFrame) -> list[str]:
+    """One line when the merged runs come from different builds or configs
+    (the pairing is unchanged: a speedup may then compare two builds)."""
+    differ = []
+    for c in BUILD_COLS:
+        vals = sorted(set(runs[c].dropna().astype(str))) if c in runs else []
+        if len(vals) > 1:
+            differ.append(f"{c} ({len(vals)} values: {', '.join(v[:16] for v in vals[:3])}"
+                          f"{', ...' if len(vals) > 3 else ''})")  # fmt: skip
+    if not differ:
+        return []
+    names = ", ".join(n for n, _ in parts)
+    return [f"the inputs come from different builds/configs: {'; '.join(differ)} differ "
+            f"among the runs of {names}; runs are still paired across them"]  # fmt: skip
 
 
 def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:

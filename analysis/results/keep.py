@@ -6,7 +6,9 @@ where they came from (issue 15 item 5).
 An INPUT is a sweep output directory (runs/, sweep.json) or a frames directory
 kept earlier (runs.parquet, e.g. findings/OLD/frames: the runs a sweep on an
 earlier machine finished, see sweep/kept.py); their runs become one frame (a
-run id in two inputs: the later input's copy). Writes
+run id in two inputs: the later input's copy). A sweep's runs are those of its
+run directories and the kept runs it adopted (``run --kept``, sweep.json
+"kept"), read back from the frames directories it names. Writes
 ``findings/NAME/frames/{metrics,runs,errors}.parquet``, ``report.md`` (with
 ``report_files/``) and ``PROVENANCE.md``: the command, the project commit the
 sweep ran from (sweep.json ``git``; older sweeps lack it and the file says
@@ -98,36 +100,86 @@ def is_frames_dir(p: Path) -> bool:
 
 
 def read_input(p: Path) -> tuple[Frames, dict[str, Any] | None]:
-    """(frames, sweep manifest) of one input; a frames directory has no manifest."""
+    """(frames, sweep manifest) of one input; a frames directory has no manifest.
+
+    A sweep's frames hold its run directories and the kept runs it adopted
+    (sweep.json "kept"), so that keeping it again after another machine change
+    keeps the earlier machines' runs too; a run directory a kept run stands for
+    (a run that failed here) is left out, as in the sweep's own report."""
     if is_frames_dir(p):
         return read_frames(p), None
     m = _manifest(p)
-    return build_frames([p]), m
+    kept = kept_inputs(p, m)
+    if not kept:
+        return build_frames([p]), m
+    parts = [(str(d), read_frames(d).only(ids)) for d, ids in kept]
+    here = build_frames([p])
+    replaced = set((m.get("kept") or {}).keys())
+    parts.append((str(p), here.only(set(here.runs["run_id"].dropna()) - replaced)))
+    fr, notes = merge_frames(parts)
+    for n in notes:
+        print(f"keep: {p}: {n}", file=sys.stderr)
+    return fr, m
 
 
-def frames_provenance_md(d: Path, runs: pd.DataFrame) -> str:
-    """What a kept frames directory says about its runs (its manifest stayed behind)."""
+def kept_inputs(sweep: Path, m: dict[str, Any]) -> list[tuple[Path, set[str]]]:
+    """(frames dir, run ids) of the kept runs sweep.json records; ValueError
+    naming a frames dir that is gone (its runs would silently be lost)."""
+    rec = m.get("kept")
+    if not isinstance(rec, dict):
+        return []
+    ids: dict[Path, set[str]] = {}
+    for v in rec.values():
+        if isinstance(v, dict) and v.get("run_id") and v.get("frames"):
+            ids.setdefault(Path(str(v["frames"])), set()).add(str(v["run_id"]))
+    for d, s in ids.items():
+        if not d.is_dir():
+            raise ValueError(
+                f"{sweep / 'sweep.json'}: {len(s)} run(s) adopted with --kept from {d}, "
+                "which no longer exists; keep from where it is (check it out again) or "
+                "its runs are lost from the finding"
+            )
+    return list(ids.items())
+
+
+def earlier_provenance(d: Path) -> str | None:
+    """The PROVENANCE.md beside a frames directory (keep wrote it), or None."""
+    f = Path(d).parent / "PROVENANCE.md"
+    try:
+        return f.read_text() if f.is_file() else None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def frames_provenance_md(
+    d: Path, runs: pd.DataFrame, earlier: str | None = None, how: str = ""
+) -> str:
+    """What a kept frames directory says about its runs (its manifest stayed
+    behind), and @earlier, the PROVENANCE.md kept with them, copied: keeping
+    again into the same finding directory replaces that file."""
     states = runs["state"].value_counts().to_dict()
     hosts = sorted(set(runs["host"].dropna().astype(str)))
-    earlier = Path(d).parent / "PROVENANCE.md"
 
     def ids(col: str) -> str:
         vals = sorted(set(runs[col].dropna().astype(str))) if col in runs else []
         return ", ".join(f"`{v}`" for v in vals) or "not recorded"
 
     lines = [
-        f"# Provenance of kept frames `{d}`",
+        f"# Provenance of kept frames `{d}`{how}",
         "",
         f"- runs: {len(runs)} ({', '.join(f'{k} {v}' for k, v in sorted(states.items()))}) "
         f"on {', '.join(hosts) or '?'}",
         f"- backend tool: {ids('tool_version')}; kernels: {ids('kernel_build_id')}; "
         f"image: {ids('image_id')}",
         f"- code revision: {ids('code_revision')}",
-        f"- their provenance when kept: `{earlier}`" if earlier.is_file() else
-        "- their provenance when kept: not found beside the frames",
-        "",
-    ]  # fmt: skip
-    return "\n".join(lines)
+    ]
+    if earlier is None:
+        lines.append("- their provenance when kept: no PROVENANCE.md beside the frames")
+    else:
+        lines += [f"- their provenance when kept (`{Path(d).parent / 'PROVENANCE.md'}`, "
+                  "copied):", ""]  # fmt: skip
+        lines += [f"> {x}".rstrip() for x in earlier.rstrip("\n").splitlines()]
+    return "\n".join([*lines, ""])
 
 
 def gem5_binaries_md(runs: pd.DataFrame) -> str:
@@ -178,6 +230,11 @@ def keep(inputs: list[Path], dest: Path, command: str) -> Path:
     the points it was split into) and frames kept from earlier machines: their
     runs in one frame, each input's provenance listed, then the gem5 binaries."""
     read = [(p, *read_input(p)) for p in inputs]
+    # read before anything is written: dest may be the finding they were kept in
+    kept_of = {Path(p): kept_inputs(p, m) for p, _, m in read if m is not None}
+    frames_dirs = [Path(p) for p, _, m in read if m is None]
+    frames_dirs += [d for kept in kept_of.values() for d, _ in kept]
+    earlier = {d: earlier_provenance(d) for d in frames_dirs}
     fr, notes = merge_frames([(str(p), f) for p, f, _ in read])
     for n in notes:
         print(f"keep: {n}", file=sys.stderr)
@@ -187,10 +244,21 @@ def keep(inputs: list[Path], dest: Path, command: str) -> Path:
     write_report_from_frames(dest / "frames", dest)
     (dest / "report.html").unlink(missing_ok=True)  # Markdown only in git
     parts = []
+    given = {Path(p).resolve() for p, _, m in read if m is None}
     for p, f, m in read:
         mine = f.runs if len(f.runs) else fr.runs
-        md = frames_provenance_md(p, mine) if m is None else provenance_md(m, mine, command)
-        parts.append(md)
+        if m is None:
+            parts.append(frames_provenance_md(p, mine, earlier[Path(p)]))
+            continue
+        kept = kept_of[Path(p)]
+        adopted = set().union(*(ids for _, ids in kept))
+        parts.append(provenance_md(m, mine[~mine["run_id"].isin(adopted)], command))
+        for d, ids in kept:  # the kept runs this sweep adopted
+            if d.resolve() not in given:  # else listed as an input of its own
+                how = f" (adopted by the sweep `{p}`)"
+                parts.append(
+                    frames_provenance_md(d, mine[mine["run_id"].isin(ids)], earlier[d], how)
+                )
     parts.append(gem5_binaries_md(fr.runs))
     (dest / "PROVENANCE.md").write_text("\n".join(x for x in parts if x))
     return dest

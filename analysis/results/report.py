@@ -193,7 +193,11 @@ def improvement_summary(mx: pd.DataFrame, by: list[str]) -> pd.DataFrame:
 
 
 # ------------------------------------------------------------------ sections
-def build(fr: Frames, title: str, inputs: list[Path]) -> list[Section]:
+def build(
+    fr: Frames, title: str, inputs: list[Path], notes: list[str] | None = None
+) -> list[Section]:
+    """The report's sections; @notes: what merging the inputs noticed (merge_frames),
+    listed under Input problems."""
     secs: list[Section] = []
     runs = fr.runs
     mx = _mix(fr)
@@ -250,7 +254,7 @@ def build(fr: Frames, title: str, inputs: list[Path]) -> list[Section]:
 
     if mx.empty:
         secs.append(Section("Results", ["No finished run with results yet."]))
-        secs.append(errors_section(fr))
+        secs.append(errors_section(fr, notes))
         return secs
 
     ref = reference_group(mx)
@@ -285,7 +289,7 @@ def build(fr: Frames, title: str, inputs: list[Path]) -> list[Section]:
     if cs is not None:
         secs.append(cs)
     secs.append(definitions())
-    secs.append(errors_section(fr))
+    secs.append(errors_section(fr, notes))
     return secs
 
 
@@ -864,10 +868,11 @@ def definitions() -> Section:
     return s
 
 
-def errors_section(fr: Frames) -> Section:
+def errors_section(fr: Frames, notes: list[str] | None = None) -> Section:
     s = Section("Input problems")
+    s.paras.extend(f"Inputs: {n}." for n in notes or [])
     if fr.errors.empty:
-        s.paras.append("None.")
+        s.paras.append("None." if not notes else "No problem in the runs themselves.")
         return s
     rows = [[str(r.run_id)[:16], r.source, r.message] for r in fr.errors.head(500).itertuples()]
     s.items.append(
@@ -980,10 +985,10 @@ def write_report(
     out.mkdir(parents=True, exist_ok=True)
     parts = [(str(d), read_frames(Path(d)).only(ids)) for d, ids in kept or []]
     parts.append((", ".join(map(str, dirs)), build_frames(dirs, run_ids=run_ids)))
-    fr, _ = merge_frames(parts)
+    fr, notes = merge_frames(parts)
     fpaths = fr.write(out / "frames")
     inputs = [Path(d) for d, _ in kept or []] + [Path(d) for d in dirs]
-    secs = build(fr, title or "numa-lb-study report", inputs)
+    secs = build(fr, title or "numa-lb-study report", inputs, notes)
     return {**_write_sections(secs, out), "frame": fpaths["metrics"],
             **{f"frame_{k}": v for k, v in fpaths.items()}}  # fmt: skip
 
@@ -1006,7 +1011,7 @@ def write_report_from_frames(
         notes.extend(found)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    secs = build(fr, title or "numa-lb-study report", dirs)
+    secs = build(fr, title or "numa-lb-study report", dirs, found)
     return {**_write_sections(secs, out), "frame": dirs[0] / "metrics.parquet"}
 
 

@@ -116,15 +116,28 @@ def classify(
     rerun_failed: bool,
     existing: set[str],
     adopt: Adopt | None = None,
+    replaced: list[Run] | None = None,
 ) -> Iterator[tuple[Run, str]]:
     """(run, verdict) per run: "run", "stale" (running, worker gone: run it) or
     why it is skipped ("done", "failed", "timeout", "running elsewhere", "kept":
-    @adopt found a run done elsewhere, in place of running or of a failure here).
+    @adopt found a run done elsewhere, in place of running or of a failure here;
+    the runs that failed here are appended to @replaced).
     """
     for run, verdict in _local_verdicts(runs, out, rerun_failed, existing):
         if adopt is not None and verdict in ADOPTABLE and adopt(run):
+            if verdict != "run" and replaced is not None:
+                replaced.append(run)
             verdict = "kept"
         yield run, verdict
+
+
+def replaced_note(replaced: list[Run], out: Path) -> list[str]:
+    """The plan note on runs that failed here and were replaced by kept runs:
+    the same point done on another build, failed on this one, is worth a look."""
+    if not replaced:
+        return []
+    return [f"kept: {len(replaced)} run(s) that failed here were replaced by kept runs; "
+            f"a failure on this build is worth a look: {replaced[0].path(out)}"]  # fmt: skip
 
 
 def _local_verdicts(
@@ -166,7 +179,8 @@ def make_plan(
     Writes no run directory: those are created just before each run starts.
     """
     plan = Plan([], Counter(), [])
-    for run, verdict in classify(runs, out, rerun_failed, existing_run_dirs(out), adopt):
+    replaced: list[Run] = []
+    for run, verdict in classify(runs, out, rerun_failed, existing_run_dirs(out), adopt, replaced):
         plan.run_ids.append(run.run_id)
         if verdict == "kept":
             plan.kept.add(run.run_id)
@@ -179,6 +193,7 @@ def make_plan(
         plan.skipped[verdict] += 1
         if verdict == "running elsewhere":
             plan.notes.append(f"{run.dirname} is running in another process; left alone")
+    plan.notes.extend(replaced_note(replaced, out))
     return plan
 
 
@@ -349,7 +364,9 @@ def dry_run(
     notes: list[str] = []
     to_run: list[tuple[RunDir, Any]] = []  # Slurm only: the array scripts group them
     n_run = 0
-    for run, verdict in classify(runs, out, opt.rerun_failed, existing_run_dirs(out), adopt):
+    replaced: list[Run] = []
+    existing = existing_run_dirs(out)
+    for run, verdict in classify(runs, out, opt.rerun_failed, existing, adopt, replaced):
         if verdict in ("run", "stale"):
             n_run += 1
             w(f"  {run.dirname} {run.point.label()}\n")
@@ -359,6 +376,7 @@ def dry_run(
             skipped[verdict] += 1
             if verdict == "running elsewhere":
                 notes.append(f"{run.dirname} is running in another process; left alone")
+    notes += replaced_note(replaced, out)
     _plan_summary(w, n_run, skipped, notes + (kept.notes() if kept else []))
     if opt.executor == "slurm":
         ex = _slurm(spec, out, opt)
@@ -499,7 +517,9 @@ def write_manifest(
 
 
 def kept_record(kept: KeptRuns | None) -> dict[str, dict[str, str]]:
-    """sweep.json "kept": planned run id -> the kept run that stands for it."""
+    """sweep.json "kept": planned run id -> the kept run that stands for it and
+    its frames directory, an absolute path (load_kept resolves it), where keep
+    reads it back."""
     adopted = kept.adopted.items() if kept else ()
     return {p: {"run_id": k.run_id, "frames": str(k.frames)} for p, k in adopted}
 

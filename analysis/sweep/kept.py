@@ -15,8 +15,12 @@ holds a run with
   the point boots, image id, code revision, tool version, backend.
 
 A kept run of the same point with another provenance is not adopted; the plan
-notes count those per differing field. This module reads only the runs frame
-(it imports nothing from analysis/results/, like the rest of the sweep engine).
+notes count those per differing field, and the runs without a point id (rows
+of frames kept before runs recorded it). The whole directory is checked up
+front (analysis/results/frames.py read_frames, imported lazily with pandas):
+the sweep's final report reads all three frames files, and a bad one must stop
+the sweep before anything is built or run, not after. sweep.json records the
+directories resolved (keep.py reads the adopted runs back from them).
 """
 
 from __future__ import annotations
@@ -55,24 +59,26 @@ def prov_key(prov: Provenance) -> tuple[Any, ...]:
 
 
 def read_runs_frame(d: Path) -> pd.DataFrame:
-    """DIR/runs.parquet, or KeptError naming the path."""
-    import pandas as pd  # here: the driver (and every worker's runner) starts without it
+    """The runs frame of DIR once the whole frames directory (metrics, runs,
+    errors) reads back as the report will read it; KeptError naming the path."""
+    # here: the driver (and every worker's runner) starts without pandas
+    from ..results.frames import FramesError, read_frames
 
     d = Path(d)
     hint = "give a frames directory, e.g. findings/NAME/frames"
     if not d.is_dir():
         raise KeptError(f"{d}: no such directory ({hint})")
-    p = d / "runs.parquet"
-    if not p.is_file():
+    if not (d / "runs.parquet").is_file():
         raise KeptError(f"{d}: no runs.parquet ({hint})")
     try:
-        runs = pd.read_parquet(p)
-    except Exception as e:  # pyarrow raises its own types for a corrupt file
-        raise KeptError(f"{p}: not a readable parquet file ({e})") from e
-    if "point_id" not in runs.columns:
+        runs = read_frames(d).runs
+    except FramesError as e:
+        raise KeptError(str(e)) from e
+    if runs["point_id"].isna().all():  # read_frames adds the column, empty, to old frames
         raise KeptError(
-            f"{p}: no point_id column (frames kept before runs recorded their point id); "
-            "keep them again from their run directories, or run those points here"
+            f"{d / 'runs.parquet'}: no run has a point id (frames kept before runs recorded "
+            "their point id); keep them again from their run directories, or run those "
+            "points here"
         )
     return runs
 
@@ -90,26 +96,39 @@ def load_kept(dirs: list[Path]) -> KeptRuns:
     sweep then looks each of its runs up in a dict). Later directories first
     among equals: adopt() takes the last matching run."""
     by_point: dict[str, list[KeptRun]] = defaultdict(list)
+    no_point: dict[Path, int] = {}
+    resolved = []
     for d in dirs:
         runs = read_runs_frame(d)
+        where = Path(d).resolve()  # as sweep.json records it: valid from any cwd
+        resolved.append(where)
         cols = ["point_id", "run_id", "state", *PROV_FIELDS, "gem5_sha256"]
         for c in cols:
             if c not in runs.columns:
                 runs[c] = None  # not recorded: never equal to a planned value
         for row in runs[cols].itertuples(index=False, name=None):
             pid, rid, state, *prov, sha = map(_cell, row)
-            if pid is None or rid is None:
-                continue  # a row from older frames merged in: cannot be matched
-            by_point[str(pid)].append(KeptRun(str(rid), str(state), tuple(prov), sha, Path(d)))
-    return KeptRuns(dict(by_point), [Path(d) for d in dirs])
+            if pid is None:  # a row from older frames merged in: cannot be matched
+                no_point[where] = no_point.get(where, 0) + 1
+                continue
+            if rid is None:
+                continue
+            by_point[str(pid)].append(KeptRun(str(rid), str(state), tuple(prov), sha, where))
+    return KeptRuns(dict(by_point), resolved, no_point)
 
 
 class KeptRuns:
     """The kept runs of a sweep's --kept directories, and what adopt() decided."""
 
-    def __init__(self, by_point: dict[str, list[KeptRun]], dirs: list[Path]) -> None:
+    def __init__(
+        self,
+        by_point: dict[str, list[KeptRun]],
+        dirs: list[Path],
+        no_point: dict[Path, int] | None = None,
+    ) -> None:
         self.by_point = by_point
         self.dirs = dirs
+        self.no_point = no_point or {}  # frames dir -> its runs without a point id
         self.adopted: dict[str, KeptRun] = {}  # planned run id -> the kept run
         self._ids = PointIds()
         self._differs: Counter[str] = Counter()  # provenance field -> runs not adopted
@@ -143,9 +162,10 @@ class KeptRuns:
                 self._example.setdefault(name, (a, b))
 
     def notes(self) -> list[str]:
-        """One line per reason (never one per run): refusals by field, kept runs
-        not done, adopted runs from another gem5 binary."""
-        out = []
+        """One line per reason (never one per run): kept runs without a point id,
+        refusals by field, kept runs not done, adopted runs from another gem5 binary."""
+        out = [f"kept: {n} run(s) in {d} have no point id and cannot be adopted"
+               for d, n in self.no_point.items()]  # fmt: skip
         for name, n in sorted(self._differs.items()):
             a, b = self._example[name]
             out.append(f"kept: {n} run(s) of a planned point not adopted: {name} differs "

@@ -19,7 +19,7 @@ import pytest
 
 import run_all
 from analysis.results import keep
-from analysis.results.frames import build_frames, merge_frames, read_frames
+from analysis.results.frames import FramesError, build_frames, merge_frames, read_frames
 from analysis.sweep import backends as bk
 from analysis.sweep import driver
 from analysis.sweep.kept import load_kept
@@ -144,6 +144,17 @@ def test_a_run_done_here_stays_done_and_a_failed_one_is_replaced(tmp_path: Path)
     finished(out, runs[1:2], REBUILT, State.FAILED)
     plan = plan_with([frames], REBUILT, out)
     assert plan.skipped == {"done": 1, "kept": 3} and not plan.to_run
+    # the same point done on the other build but failed on this one: worth a look
+    assert (
+        "kept: 1 run(s) that failed here were replaced by kept runs; a failure on this "
+        f"build is worth a look: {runs[1].path(out)}"
+    ) in plan.notes
+
+
+def test_no_replaced_note_when_nothing_failed_here(tmp_path: Path) -> None:
+    plan = plan_with([kept_frames(tmp_path)], REBUILT, tmp_path / "new")
+    assert plan.skipped == {"kept": 4}
+    assert not [n for n in plan.notes if "failed here" in n]
 
 
 # ------------------------------------------------------------- bad --kept dirs
@@ -162,15 +173,47 @@ def test_bad_kept_directories_are_clear_usage_errors(tmp_path: Path) -> None:
     code, text = _run_kept(tmp_path, empty)
     assert code == 2 and f"{empty}: no runs.parquet" in text
     corrupt = tmp_path / "corrupt"
-    corrupt.mkdir()
+    shutil.copytree(kept_frames(tmp_path), corrupt)
     (corrupt / "runs.parquet").write_bytes(b"PAR1 truncated")
     code, text = _run_kept(tmp_path, corrupt)
     assert code == 2 and f"{corrupt / 'runs.parquet'}: not a readable parquet file" in text
     old = tmp_path / "old"
     shutil.copytree(OLD_FRAMES, old)  # kept before runs recorded their point id
     code, text = _run_kept(tmp_path, old)
-    assert code == 2 and f"{old / 'runs.parquet'}: no point_id column" in text
+    assert code == 2 and f"{old / 'runs.parquet'}: no run has a point id" in text
     assert (old / "runs.parquet").read_bytes() == (OLD_FRAMES / "runs.parquet").read_bytes()
+
+
+@pytest.mark.parametrize("damage", ["missing", "corrupt", "no value column"])
+def test_a_kept_dir_with_a_bad_metrics_or_errors_file_is_refused_up_front(
+    tmp_path: Path, damage: str
+) -> None:
+    """The sweep's final report reads all three frames files: a bad metrics.parquet
+    must stop the sweep before anything runs, not fail its report at the end."""
+    frames = tmp_path / "bad"
+    shutil.copytree(kept_frames(tmp_path), frames)
+    m = frames / "metrics.parquet"
+    if damage == "missing":
+        m.unlink()
+    elif damage == "corrupt":
+        m.write_bytes(b"PAR1 truncated")
+    else:
+        pd.read_parquet(m).drop(columns=["value"]).to_parquet(m)
+    code, text = _run_kept(tmp_path, frames)
+    want = {"missing": "no such file", "corrupt": "not a readable parquet file",
+            "no value column": "not a metrics frame: missing column(s) value"}[damage]  # fmt: skip
+    assert code == 2 and f"error: --kept: {m}: {want}" in text
+
+
+def test_kept_runs_without_a_point_id_are_counted_in_the_notes(tmp_path: Path) -> None:
+    """Old frames merged with new ones: the old rows cannot be adopted, and say so."""
+    mixed, _ = merge_frames([("old", read_frames(OLD_FRAMES)),
+                             ("new", read_frames(kept_frames(tmp_path)))])  # fmt: skip
+    mixed.write(tmp_path / "mixed")
+    plan = plan_with([tmp_path / "mixed"], REBUILT, tmp_path / "new")
+    assert plan.skipped == {"kept": 4}
+    mixed = (tmp_path / "mixed").resolve()
+    assert f"kept: 16 run(s) in {mixed} have no point id and cannot be adopted" in plan.notes
 
 
 def test_run_all_takes_repeated_kept_flags() -> None:
@@ -210,6 +253,58 @@ def test_sweep_with_kept_runs_is_complete_and_reports_them(
     final = tmp_path / "findings" / "final"
     assert keep.main([str(dest / "frames"), str(out), str(final), "--command", "y"]) == 0
     assert len(read_frames(final / "frames").runs) == 4
+
+
+def test_keep_of_a_sweep_keeps_the_runs_it_adopted_across_three_machines(
+    tmp_path: Path, host_backend: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's sessions: each ends with keep results/finding findings/partial,
+    the next machine runs with --kept findings/partial/frames. Keeping the second
+    machine's sweep must keep the first machine's runs it adopted, or the third
+    machine would run them again (and the finding would lose them)."""
+    prepare = bk.prepare
+
+    def machine(sha: str) -> None:  # the same inputs, another gem5 build (other run ids)
+        def rebuilt(*a: object, **k: object) -> bk.Artifacts:
+            art = prepare(*a, **k)  # type: ignore[arg-type]
+            prov = dataclasses.replace(art.provenance, gem5_sha256=sha)
+            return dataclasses.replace(art, provenance=prov)
+
+        monkeypatch.setattr(bk, "prepare", rebuilt)
+
+    monkeypatch.chdir(tmp_path)  # paths as typed: relative, as in the README
+    partial = Path("findings") / "partial"
+    machine("a" * 64)
+    code, text = run(Path("m1"), "sweep.repeats=1")
+    assert code == 0, text
+    assert keep.main(["m1", str(partial), "--command", "m1"]) == 0
+    machine("b" * 64)
+    code, text = run(Path("m2"), "sweep.repeats=2", kept=[partial / "frames"])
+    assert code == 0 and "to run: 2; skipped: 2 kept" in text, text
+    recorded = {v["frames"] for v in json.loads(Path("m2/sweep.json").read_text())["kept"].values()}
+    assert recorded == {str((partial / "frames").resolve())}  # valid from any cwd
+    assert keep.main(["m2", str(partial), "--command", "m2"]) == 0  # into the same finding
+    runs = read_frames(partial / "frames").runs
+    assert len(runs) == 4 and runs["gem5_sha256"].value_counts().to_dict() == {
+        "a" * 64: 2,
+        "b" * 64: 2,
+    }
+    prov = (partial / "PROVENANCE.md").read_text()
+    assert "adopted by the sweep `m2`" in prov and "> ```sh" in prov and "> m1" in prov
+    machine("c" * 64)
+    code, text = run(Path("m3"), "sweep.repeats=3", kept=[partial / "frames"])
+    assert code == 0 and "to run: 2; skipped: 4 kept" in text, text
+    assert "sweep quick: 2 done, 4 kept" in text
+    # the finding the README keeps at the end: all six runs, three binaries
+    assert keep.main(["m3", "findings/final", "--command", "m3"]) == 0
+    final = read_frames(Path("findings/final/frames")).runs
+    assert sorted(final["gem5_sha256"].value_counts()) == [2, 2, 2]
+    # the frames dir a sweep adopted from is gone: a clear error, not lost runs
+    shutil.move(partial, "elsewhere")
+    with pytest.raises(ValueError, match=r"2 run\(s\) adopted with --kept from .*partial/frames"):
+        keep.read_input(Path("m2"))
+    assert keep.main(["m2", "findings/again", "--command", "x"]) == 2
+    assert not Path("findings/again").exists()
 
 
 # ------------------------------------------------- merged frames and reports
@@ -308,3 +403,83 @@ def test_keep_merges_old_frames_without_the_new_columns(tmp_path: Path) -> None:
         "not recorded (frames kept before runs recorded it): 16 run(s)"
         in (final / "PROVENANCE.md").read_text()
     )
+
+
+def test_keep_again_into_the_same_finding_copies_its_earlier_provenance(tmp_path: Path) -> None:
+    partial = tmp_path / "findings" / "partial"
+    s1 = _sweep_of_binary(tmp_path, "s1", "a" * 64)
+    assert keep.main([str(s1), str(partial), "--command", "the first command"]) == 0
+    first = (partial / "PROVENANCE.md").read_text()
+    second = _sweep_of_binary(tmp_path, "s2", "b" * 64)
+    assert keep.main([str(partial / "frames"), str(second), str(partial), "--command", "c"]) == 0
+    prov = (partial / "PROVENANCE.md").read_text()
+    assert f"their provenance when kept (`{partial / 'PROVENANCE.md'}`, copied)" in prov
+    assert "\n".join(f"> {x}".rstrip() for x in first.rstrip("\n").splitlines()) in prov
+    assert "> the first command" in prov  # the old file is gone: its text is not
+
+
+def test_frames_without_required_columns_are_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad"
+    shutil.copytree(_quick_frames(tmp_path), bad)
+    runs = bad / "runs.parquet"
+    pd.read_parquet(runs).drop(columns=["state"]).to_parquet(runs)
+    with pytest.raises(
+        FramesError, match=r"runs.parquet: not a runs frame: missing column\(s\) state"
+    ):
+        read_frames(bad)
+    assert run_all.main(["report", "--frames", str(bad), "--out", str(tmp_path / "r")]) == 2
+    assert (
+        f"error: report: {runs}: not a runs frame: missing column(s) state"
+        in capsys.readouterr().err
+    )
+    assert keep.main([str(bad), str(tmp_path / "f"), "--command", "c"]) == 2
+    assert f"keep: {runs}: not a runs frame: missing column(s) state" in capsys.readouterr().err
+    m = bad / "metrics.parquet"
+    shutil.copy(tmp_path / "quick-frames" / "runs.parquet", runs)
+    pd.read_parquet(m).drop(columns=["metric", "entity"]).to_parquet(m)
+    with pytest.raises(FramesError, match=r"metrics frame: missing column\(s\) metric, entity"):
+        read_frames(bad)
+
+
+def test_report_of_several_frames_needs_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The default --out, the first input's dir, is a committed finding's report."""
+    a = _quick_frames(tmp_path)
+    b = tmp_path / "b" / "frames"
+    shutil.copytree(a, b)
+    assert run_all.main(["report", "--frames", str(a), "--frames", str(b)]) == 2
+    assert "several --frames need --out DIR" in capsys.readouterr().err
+    assert not (a.parent / "report.md").exists() and not (b.parent / "report.md").exists()
+    assert run_all.main(["report", "--frames", str(a)]) == 0  # one: beside it, as before
+    assert (a.parent / "report.md").exists()
+
+
+def test_merging_runs_of_different_builds_says_so_and_pairs_as_before(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = build_frames([_quick_policy(tmp_path, "default")])
+    b = build_frames([_quick_policy(tmp_path, "excl")])
+    _, same = merge_frames([("A", a), ("B", b)])
+    assert not [n for n in same if "different builds" in n]
+    paired, _ = merge_frames([("A", a), ("B", b)])
+    b.runs["image_id"] = "another-image"
+    merged, notes = merge_frames([("A", a), ("B", b)])
+    said = [n for n in notes if "different builds/configs" in n]
+    assert len(said) == 1 and "image_id (2 values" in said[0] and "A, B" in said[0]
+    assert "tool_version" not in said[0] and "code_revision" not in said[0]
+    imp = merged.metrics[merged.metrics["metric"] == "improvement_pct"]
+    want = paired.metrics[paired.metrics["metric"] == "improvement_pct"]
+    assert len(imp) and sorted(imp["value"]) == pytest.approx(sorted(want["value"]))
+    # report --frames: on stderr and in the report's input problems
+    a.write(tmp_path / "fa")
+    b.write(tmp_path / "fb")
+    out = tmp_path / "out"
+    args = ["report", "--frames", str(tmp_path / "fa"), "--frames", str(tmp_path / "fb")]
+    assert run_all.main([*args, "--out", str(out)]) == 0
+    err = [x for x in capsys.readouterr().err.splitlines() if "different builds" in x]
+    assert len(err) == 1 and err[0].startswith("report: the inputs come from different builds")
+    md = (out / "report.md").read_text()
+    assert "different builds/configs" in md.split("## Input problems")[1]
