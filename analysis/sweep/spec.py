@@ -325,6 +325,39 @@ def apply_overrides(doc: dict[str, Any], overrides: list[tuple[list[str], Any]])
     return doc
 
 
+def narrow_exclude(doc: dict[str, Any], overridden: set[str]) -> dict[str, Any]:
+    """Fit the [[exclude]] rules to axes narrowed on the command line.
+
+    ``--policies default`` on a preset whose rules name ``tm`` must run the
+    default points the rules leave, not fail: for an overridden axis a rule keeps
+    the values still on it, and a rule left with none on some axis excludes
+    nothing and is dropped. Axes the spec file sets keep the strict check, which
+    catches a misspelt value in a rule.
+    """
+    rules, axes = doc.get("exclude"), doc.get("axes")
+    if not overridden or not isinstance(rules, list) or not isinstance(axes, dict):
+        return doc
+    out: list[Any] = []
+    for rule in rules:
+        if not isinstance(rule, dict):
+            out.append(rule)  # validate() says what is wrong with it
+            continue
+        kept: dict[str, Any] = {}
+        for k, v in rule.items():
+            on_axis = axes.get(k)
+            if k in overridden and isinstance(on_axis, list):
+                vals = [x for x in (v if isinstance(v, list) else [v])
+                        if any(_same(x, a) for a in on_axis)]  # fmt: skip
+                if not vals:
+                    break
+                kept[k] = vals
+            else:
+                kept[k] = v
+        else:
+            out.append(kept)
+    return {**doc, "exclude": out}
+
+
 # ------------------------------------------------------------------ validate
 def load_spec(
     path: Path | None = None,
@@ -335,7 +368,11 @@ def load_spec(
         raise SpecError("spec", "give exactly one of a spec file or --preset", preset_names())
     src = preset_path(preset) if preset else Path(path)  # type: ignore[arg-type]
     doc = load_toml(src)
-    doc = apply_overrides(doc, [parse_override(o) for o in overrides or []])
+    parsed = [parse_override(o) for o in overrides or []]
+    doc = apply_overrides(doc, parsed)
+    if not any(path[0] == "exclude" for path, _ in parsed):  # rules given here stay strict
+        narrowed = {path[1] for path, _ in parsed if path[0] == "axes" and len(path) == 2}
+        doc = narrow_exclude(doc, narrowed)
     spec = validate(doc, default_name=preset or src.stem)
     spec.source = f"preset {preset}" if preset else str(src)
     return spec

@@ -243,3 +243,25 @@ def test_exclude_rules_drop_points_and_keep_the_count_exact() -> None:
 def test_bad_exclude_rules_are_refused(rules: str, message: str) -> None:
     with pytest.raises(SpecError, match=message):
         load_spec(preset="quick", overrides=["axes.policy=stock,default,excl", f"exclude={rules}"])
+
+
+def test_narrowing_an_axis_on_the_command_line_narrows_the_presets_exclude_rules() -> None:
+    """`--policies default,excl,mbplus --numa-factors 1.6` on `finding` (whose rule
+    names tm, mb, ...) runs those 9 points; it used to fail on the rule."""
+    s = load_spec(preset="finding", overrides=["axes.policy=default,excl,mbplus",
+                                               "axes.numa_factor=1.6"])  # fmt: skip
+    pts = points(s, "gem5")
+    assert len(pts) == 9 and {p.numa_factor for p in pts} == {1.6}
+    # the rule survives, narrowed, where it still excludes something
+    s = load_spec(preset="finding", overrides=["axes.policy=stock,default"])
+    assert s.exclude == [{"policy": ["default"], "numa_factor": [1.1, 2.5]}]
+    assert {(p.policy, p.numa_factor) for p in points(s, "gem5") if p.repeat == 0} == {
+        ("stock", 1.1),
+        ("stock", 1.6),
+        ("stock", 2.5),
+        ("default", 1.6),
+    }
+    # a misspelt value in a rule the file gives is still refused for an axis not overridden
+    with pytest.raises(SpecError, match="not a value of axes.policy"):
+        load_spec(preset="quick", overrides=["axes.numa_factor=1.6",
+                                             'exclude=[{policy = ["tm"]}]'])  # fmt: skip
