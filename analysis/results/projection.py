@@ -4,7 +4,8 @@
         [--preset sensitivity] [--roi-instructions MIX=N ...] [--nodes 100] \\
         [--slots-per-node 32]
 
-Measured, from the done gem5 runs under MEASURED_DIR (their tidy frames):
+Measured, from the done gem5 runs under MEASURED_DIR (their tidy frames; a kept
+finding's ``frames/`` directory is read as it is):
 
 * ``boot_s`` per simulated CPU: each boot checkpoint's host seconds divided by
   its CPUs (sockets x cores), median. A target shape's boot = that x its CPUs
@@ -50,7 +51,7 @@ import pandas as pd
 
 from ..sweep.matrix import iter_points, resources_for
 from ..sweep.spec import SpecError, load_spec
-from .frames import build_frames
+from .frames import Frames, build_frames, merge_frames, read_frames
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ class Measured:
 
 def measure(dirs: list[Path], cpu: bool = True) -> Measured:
     """The measured figures; cpu=False takes every run and boot at its wall time."""
-    fr = build_frames(dirs)
+    fr = load_measured(dirs)
     runs = fr.runs
     done = runs[(runs["state"] == "done") & (runs["backend"] == "gem5")]
     if done.empty:
@@ -114,6 +115,18 @@ def measure(dirs: list[Path], cpu: bool = True) -> Measured:
         len(per_cpu),
         cpu_boots,
     )
+
+
+def load_measured(dirs: list[Path]) -> Frames:
+    """Frames of sweep dirs (built from their runs) and of kept frames dirs (a
+    finding's ``frames/``, read back), merged: a kept finding's cost projects
+    again from the repository alone."""
+    kept = [d for d in dirs if (Path(d) / "runs.parquet").is_file()]
+    swept = [d for d in dirs if d not in kept]
+    parts = [(str(d), read_frames(Path(d))) for d in kept]
+    if swept:
+        parts.append((", ".join(map(str, swept)), build_frames(swept)))
+    return merge_frames(parts)[0]
 
 
 def _positive(v: object) -> bool:
@@ -175,7 +188,8 @@ def project(preset: str, m: Measured, given: dict[str, float], nodes: int,
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("measured", nargs="+", type=Path, help="sweep dirs with done gem5 runs")
+    ap.add_argument("measured", nargs="+", type=Path,
+                    help="sweep dirs with done gem5 runs, or kept frames dirs")  # fmt: skip
     ap.add_argument("--preset", action="append", required=True)
     ap.add_argument("--roi-instructions", action="append", default=[], metavar="MIX=N",
                     help="ROI committed instructions (all CPUs) of a mix's run")  # fmt: skip

@@ -107,6 +107,13 @@ def test_host_costs_are_recorded_and_project() -> None:
     assert math.isclose(m.boot_s_per_cpu, r["checkpoint_host_s"] / 8)
 
 
+def test_the_projection_reads_a_kept_findings_frames(tmp_path: Path) -> None:
+    """A finding keeps frames/, not run directories: its cost projects again from
+    the repository alone, with the figures the run directory gave."""
+    build_frames([RUN.parents[1]]).write(tmp_path / "frames")
+    assert measure([tmp_path / "frames"]) == measure([RUN.parents[1]])
+
+
 def test_the_projection_takes_cpu_time_where_a_run_recorded_it() -> None:
     """A run that shared its cores has a wall time above its CPU time; since
     2026-11-25 the worker records both, and the projection uses the CPU share.
