@@ -439,8 +439,9 @@ def finding_section(
                     ]
                     for r in summ.itertuples()
                 ],  # fmt: skip
-                "Gate checks per policy and machine (NUMA factor or link latency); the rate "
-                "says how long a ROI the same scenario would need (gem5: simulated seconds)",
+                "Gate checks per policy and machine (NUMA factor or link latency); ROI in "
+                "simulated seconds on gem5. The count per 100 ms projects to a longer ROI only "
+                "if the events come evenly through it, which one count per run cannot show",
             )
         )
     if not imp.empty:
