@@ -11,8 +11,11 @@ Layout of one run (``<out>/runs/<first 16 hex digits of the run id>/``)::
     attempts/N/    earlier unsuccessful attempts, moved aside on --rerun-failed
 
 States: pending -> running -> done | failed | timeout | interrupted. status.json
-is rewritten atomically (write + rename) at every transition. A ``done`` run is
-never modified again: the worker refuses to touch it and the driver skips it.
+is rewritten atomically (write + rename) at every transition, under
+``.status.lock`` (the worker and the Slurm reconciler both rewrite it; see
+``RunDir.status_lock``). ``.lock`` is held by the run's worker for the whole
+run. A ``done`` run is never modified again: the worker refuses to touch it and
+the driver skips it.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import json
 import os
 import shutil
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -53,6 +57,10 @@ _ALLOWED = {
     State.INTERRUPTED: {State.PENDING, State.TIMEOUT},
     State.DONE: set(),
 }
+
+
+# status locks this thread holds, by run directory: status_lock is reentrant
+_held = threading.local()
 
 
 class StatusError(RuntimeError):
@@ -195,30 +203,69 @@ class RunDir:
         return True
 
     # ------------------------------------------------------------ state
+    @contextlib.contextmanager
+    def status_lock(self) -> Iterator[None]:
+        """Hold while reading, deciding on and rewriting status.json.
+
+        Two processes rewrite it: the worker and, under Slurm, the driver's
+        reconciler. Each rewrite is a read-modify-write, so without this lock a
+        reconciler that read ``running`` just before the worker recorded
+        ``done`` writes ``running`` back, and the run is later mapped failed.
+        Blocking and held for milliseconds; reentrant within a thread. A lock
+        file apart from ``.lock``, which a worker holds for its whole run.
+        """
+        key = str(self.path)
+        depth: dict[str, int] = _held.__dict__.setdefault("depth", {})
+        if depth.get(key):
+            depth[key] += 1
+            try:
+                yield
+            finally:
+                depth[key] -= 1
+            return
+        fd = os.open(self.path / ".status.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            depth[key] = 1
+            try:
+                yield
+            finally:
+                depth.pop(key, None)
+        finally:
+            os.close(fd)
+
     def transition(self, new: State, **fields: Any) -> dict[str, Any]:
-        st = self.status() or {"history": []}
-        old = State(st["state"]) if "state" in st else None
-        if new not in _ALLOWED[old]:
-            raise StatusError(f"{self.path.name}: {old} -> {new} is not allowed")
-        st["state"] = new.value
-        st.update(fields)
-        st.setdefault("history", []).append({"state": new.value, "at": now_iso(), "t": time.time()})
-        write_json_atomic(self.status_file, st)
-        return st
+        with self.status_lock():
+            st = self.status() or {"history": []}
+            old = State(st["state"]) if "state" in st else None
+            if new not in _ALLOWED[old]:
+                raise StatusError(f"{self.path.name}: {old} -> {new} is not allowed")
+            st["state"] = new.value
+            st.update(fields)
+            st.setdefault("history", []).append(
+                {"state": new.value, "at": now_iso(), "t": time.time()}
+            )
+            write_json_atomic(self.status_file, st)
+            return st
 
     def update(self, **fields: Any) -> dict[str, Any]:
         """Add fields without a state change (e.g. the Slurm job id)."""
-        st = self.status()
-        if st is None:
-            raise StatusError(f"{self.path}: no status.json")
-        if st["state"] == State.DONE.value:
-            raise StatusError(f"{self.path.name}: done runs are never modified")
-        st.update(fields)
-        write_json_atomic(self.status_file, st)
-        return st
+        with self.status_lock():
+            st = self.status()
+            if st is None:
+                raise StatusError(f"{self.path}: no status.json")
+            if st["state"] == State.DONE.value:
+                raise StatusError(f"{self.path.name}: done runs are never modified")
+            st.update(fields)
+            write_json_atomic(self.status_file, st)
+            return st
 
     def reset_for_rerun(self) -> int:
         """Move an unsuccessful attempt's outputs to attempts/N and go back to pending."""
+        with self.status_lock():
+            return self._reset_for_rerun()
+
+    def _reset_for_rerun(self) -> int:
         st = self.status() or {}
         state = State(st.get("state", "pending"))
         if state == State.DONE:

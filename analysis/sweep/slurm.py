@@ -553,56 +553,60 @@ def reconcile(
     node after that many polls: interrupted."""
     counts: Counter = Counter()
     for rd in runs:
-        st = rd.status() or {}
-        ours = State(st.get("state", "pending"))
-        slurm = st.get("slurm") or {}
-        jid = slurm.get("job_id")
-        sl_state, sl_exit = states.get(jid, (None, None)) if jid else (None, None)
-        if sl_state and ours != State.DONE and slurm.get("state") != sl_state:
-            rd.update(
-                slurm={**slurm, "state": sl_state, "exit_code": sl_exit, "seen_at": now_iso()}
-            )
-        if sl_state and sl_state not in PENDING_STATES | RUNNING_STATES:
-            mapped = STATE_MAP.get(sl_state, State.FAILED)
-            if ours in (State.PENDING, State.RUNNING) and rd.is_locked():
-                pass  # its worker is still alive (being signalled): it records the end itself
-            elif ours in (State.PENDING, State.RUNNING):
-                if mapped is None:
-                    mapped = State.FAILED
-                    err = f"Slurm job {jid} COMPLETED but the worker recorded no final state"
-                else:
-                    err = f"Slurm job {jid} ended {sl_state} (exit {sl_exit})"
-                if ours == State.PENDING and mapped in (State.INTERRUPTED,):
-                    rd.transition(State.INTERRUPTED, error=err, finished_at=now_iso())
-                elif ours == State.PENDING:
-                    rd.transition(mapped, error=err, finished_at=now_iso())
-                else:
-                    rd.transition(mapped, error=err, finished_at=now_iso(), log_tail=rd.log_tail())
-            elif ours == State.INTERRUPTED and mapped == State.TIMEOUT:
-                rd.transition(State.TIMEOUT, error=f"Slurm time limit (job {jid} {sl_state})")
-        if sl_state is None and ours == State.PENDING and jid:
-            # Not known to Slurm (any more): lost before it started.
-            if slurm.get("seen_at") or slurm.get("lost_polls", 0) >= 3:
-                rd.transition(State.FAILED, error=f"Slurm job {jid} vanished before starting")
-            else:
-                rd.update(slurm={**slurm, "lost_polls": slurm.get("lost_polls", 0) + 1})
-        elif (
-            lost_after is not None
-            and sl_state is None
-            and ours == State.RUNNING
-            and jid
-            and not rd.is_locked()
-        ):
-            # Started, then its node died and Slurm forgot the job (MinJobAge).
-            if slurm.get("lost_polls", 0) + 1 >= lost_after:
-                rd.transition(
-                    State.INTERRUPTED,
-                    error=f"Slurm job {jid} (node {slurm.get('node', '?')}) is gone and its "
-                    "worker holds no lock: lost with its node",
-                    finished_at=now_iso(),
+        # under the run's status lock: the worker may record its end while we decide
+        with rd.status_lock():
+            st = rd.status() or {}
+            ours = State(st.get("state", "pending"))
+            slurm = st.get("slurm") or {}
+            jid = slurm.get("job_id")
+            sl_state, sl_exit = states.get(jid, (None, None)) if jid else (None, None)
+            if sl_state and ours != State.DONE and slurm.get("state") != sl_state:
+                rd.update(
+                    slurm={**slurm, "state": sl_state, "exit_code": sl_exit, "seen_at": now_iso()}
                 )
-            else:
-                rd.update(slurm={**slurm, "lost_polls": slurm.get("lost_polls", 0) + 1})
+            if sl_state and sl_state not in PENDING_STATES | RUNNING_STATES:
+                mapped = STATE_MAP.get(sl_state, State.FAILED)
+                if ours in (State.PENDING, State.RUNNING) and rd.is_locked():
+                    pass  # its worker is still alive (being signalled): it records the end itself
+                elif ours in (State.PENDING, State.RUNNING):
+                    if mapped is None:
+                        mapped = State.FAILED
+                        err = f"Slurm job {jid} COMPLETED but the worker recorded no final state"
+                    else:
+                        err = f"Slurm job {jid} ended {sl_state} (exit {sl_exit})"
+                    if ours == State.PENDING and mapped in (State.INTERRUPTED,):
+                        rd.transition(State.INTERRUPTED, error=err, finished_at=now_iso())
+                    elif ours == State.PENDING:
+                        rd.transition(mapped, error=err, finished_at=now_iso())
+                    else:
+                        rd.transition(
+                            mapped, error=err, finished_at=now_iso(), log_tail=rd.log_tail()
+                        )
+                elif ours == State.INTERRUPTED and mapped == State.TIMEOUT:
+                    rd.transition(State.TIMEOUT, error=f"Slurm time limit (job {jid} {sl_state})")
+            if sl_state is None and ours == State.PENDING and jid:
+                # Not known to Slurm (any more): lost before it started.
+                if slurm.get("seen_at") or slurm.get("lost_polls", 0) >= 3:
+                    rd.transition(State.FAILED, error=f"Slurm job {jid} vanished before starting")
+                else:
+                    rd.update(slurm={**slurm, "lost_polls": slurm.get("lost_polls", 0) + 1})
+            elif (
+                lost_after is not None
+                and sl_state is None
+                and ours == State.RUNNING
+                and jid
+                and not rd.is_locked()
+            ):
+                # Started, then its node died and Slurm forgot the job (MinJobAge).
+                if slurm.get("lost_polls", 0) + 1 >= lost_after:
+                    rd.transition(
+                        State.INTERRUPTED,
+                        error=f"Slurm job {jid} (node {slurm.get('node', '?')}) is gone and its "
+                        "worker holds no lock: lost with its node",
+                        finished_at=now_iso(),
+                    )
+                else:
+                    rd.update(slurm={**slurm, "lost_polls": slurm.get("lost_polls", 0) + 1})
         counts[(rd.state() or State.PENDING).value] += 1
     return counts
 

@@ -195,11 +195,15 @@ def run_one(run_dir: Path, executor: str = "local") -> int:
     if not rd.spec_file.exists() or not rd.status_file.exists():
         print(f"worker: {run_dir} is not a run directory", file=sys.stderr)
         return EXIT["usage"]
-    with rd.lock() as got:
-        if not got:
-            print(f"worker: {rd.path.name} is being run by another worker", file=sys.stderr)
-            return EXIT["locked"]
-        return _run_locked(rd, executor)
+    # A reconciler or driver probing the lock (is_locked) holds it for microseconds:
+    # only a lock held across a few tries is another worker.
+    for wait in (0.2, 0.5, 1.0, 0.0):
+        with rd.lock() as got:
+            if got:
+                return _run_locked(rd, executor)
+        time.sleep(wait)
+    print(f"worker: {rd.path.name} is being run by another worker", file=sys.stderr)
+    return EXIT["locked"]
 
 
 def _run_locked(rd: RunDir, executor: str) -> int:
@@ -258,6 +262,15 @@ def _run_locked(rd: RunDir, executor: str) -> int:
     extra: dict[str, Any] = (
         {"slurm": {**(st.get("slurm") or {}), **slurm, "state": "RUNNING"}} if slurm else {}
     )
+    # Catch SIGTERM/SIGINT before recording "running": whoever sees that record
+    # may signal at once (scancel), and a signal in between would kill the
+    # worker with the run left running, to be mapped from Slurm's view instead.
+    stop: list[int] = []
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        stop.append(signum)
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     t0 = time.time()
     backend = rec["point"]["backend"]
     rd.transition(
@@ -271,12 +284,6 @@ def _run_locked(rd: RunDir, executor: str) -> int:
     )
     log(f"attempt {attempt}: {backend} run {rec['run_id']} ({rec.get('label', '')})")
 
-    stop: list[int] = []
-
-    def on_signal(signum: int, _frame: Any) -> None:
-        stop.append(signum)
-
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     timeout_s = float(res["time_limit_s"])
     outcome_file = rd.logs / "outcome.json"
     outcome_file.unlink(missing_ok=True)

@@ -151,6 +151,40 @@ def test_reconcile_leaves_runs_with_a_live_worker(tmp_path: Path) -> None:
     assert rd.state() == State.INTERRUPTED
 
 
+def _worker_ends(path: str, ready: Any, go: Any) -> None:
+    """A worker's end, as the real one orders it: run lock, then the final record."""
+    rd = RunDir(Path(path))
+    with rd.lock() as got:
+        assert got
+        with rd.status_lock():
+            ready.set()
+            go.wait(10)
+            time.sleep(0.3)  # the reconciler is waiting on the status lock by now
+            rd.transition(State.DONE, exit_code=0)
+
+
+def test_reconcile_waits_for_a_worker_recording_its_end(tmp_path: Path) -> None:
+    # CI 2026-11-27: a reconciler that read "running" while the worker wrote its
+    # end mapped the run from Slurm's view and lost the worker's own record.
+    rd = _run_dir(tmp_path, "w", State.RUNNING, "5_0")
+    ctx = mp.get_context("fork")
+    ready, go = ctx.Event(), ctx.Event()
+    p = ctx.Process(target=_worker_ends, args=(str(rd.path), ready, go))
+    p.start()
+    assert ready.wait(10)
+    go.set()
+    t0 = time.monotonic()
+    counts = reconcile([rd], {"5_0": ("COMPLETED", "0:0")})
+    waited = time.monotonic() - t0
+    p.join(10)
+    assert p.exitcode == 0
+    assert counts == {"done": 1}, counts
+    assert waited >= 0.2  # it waited for the worker instead of deciding on a stale read
+    st = rd.status()
+    assert st["state"] == "done" and "error" not in st
+    assert st["slurm"]["state"] == "PENDING"  # a done run is never rewritten
+
+
 def test_gem5_command_line_is_a_list_built_from_the_point(tmp_path: Path) -> None:
     spec = load_spec(
         preset="sensitivity",

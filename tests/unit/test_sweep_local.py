@@ -33,6 +33,7 @@ from analysis.sweep.point import Provenance
 from analysis.sweep.provenance import PrerequisiteError
 from analysis.sweep.rundir import RunDir
 from analysis.sweep.spec import load_spec
+from analysis.sweep.worker import run_one
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -316,3 +317,16 @@ def test_worker_refuses_done_and_locked_runs(tmp_path: Path, host_backend: None)
     with rd.lock():
         r = subprocess.run(cmd, capture_output=True, text=True)
     assert r.returncode == 75 and "another worker" in r.stderr
+    # a lock probe (a reconciler's is_locked) held briefly is waited out
+    held = threading.Event()
+
+    def probe() -> None:
+        with rd.lock():
+            held.set()
+            time.sleep(0.5)
+
+    t = threading.Thread(target=probe)
+    t.start()
+    assert held.wait(10)
+    assert run_one(rd.path) == 0  # "done; never rerun", not "another worker"
+    t.join()

@@ -8,6 +8,7 @@ import os
 import shutil
 import socket
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -86,6 +87,32 @@ def test_lock_is_exclusive_across_processes(tmp_path: Path) -> None:
     p.join(10)
     with rd.lock() as got:
         assert got is True
+
+
+def _hold_status(path: str, q: mp.Queue) -> None:
+    with RunDir(Path(path)).status_lock():
+        q.put("held")
+        q.get()
+
+
+def test_status_lock_serialises_rewrites_across_processes(tmp_path: Path) -> None:
+    rd = make(tmp_path)
+    with rd.status_lock(), rd.status_lock():  # reentrant in one thread
+        rd.update(x=1)
+    ctx = mp.get_context("fork")
+    q: mp.Queue = ctx.Queue()
+    p = ctx.Process(target=_hold_status, args=(str(rd.path), q))
+    p.start()
+    assert q.get(timeout=10) == "held"
+    done = threading.Event()
+    t = threading.Thread(target=lambda: (rd.update(y=2), done.set()))
+    t.start()
+    assert not done.wait(0.3)  # blocked while the other process holds the lock
+    q.put("release")
+    assert done.wait(10)
+    t.join()
+    p.join(10)
+    assert rd.status()["x"] == 1 and rd.status()["y"] == 2
 
 
 def test_stale_running_detection(tmp_path: Path) -> None:
