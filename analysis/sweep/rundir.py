@@ -34,6 +34,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from analysis.sweep.staging import _lock
+
 
 class State(enum.StrEnum):
     PENDING = "pending"
@@ -223,9 +225,11 @@ class RunDir:
             finally:
                 depth[key] -= 1
             return
-        fd = os.open(self.path / ".status.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        lock_path = self.path / ".status.lock"
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            # staging's lock: a shared file system without locks gets a clear error
+            _lock(fd, lock_path, blocking=True)
             depth[key] = 1
             try:
                 yield
