@@ -296,6 +296,37 @@ def improvement_by_program(metrics: pd.DataFrame) -> pd.DataFrame:
     ).reset_index(drop=True)
 
 
+def home_node_by_program(metrics: pd.DataFrame) -> pd.DataFrame:
+    """Per policy, machine and program: home_node_share and home_node_load
+    (metrics.py) as mean, min and max over the runs. A leader-on-destination
+    take needs a thread away from its leader's node and that node pulling: a
+    share of 1 in every run (no thread ever seen away) with a load above 1 (the
+    home node busier than the mean, so seldom the idler one) leaves nothing to
+    take. Empty without kMLB samples (stock kernel, older frames)."""
+    if "entity_type" not in metrics.columns:
+        return pd.DataFrame()
+    d = metrics[(metrics["entity_type"].astype(str) == "program")
+                & metrics["metric"].isin(["home_node_share", "home_node_load"])]  # fmt: skip
+    if d.empty:
+        return pd.DataFrame()
+    d = d.assign(machine=machines_with_mix(d), program=d["entity"].astype(str),
+                 metric=d["metric"].astype(str), policy=d["policy"].astype(str))  # fmt: skip
+    t = (
+        d.groupby(["policy", "machine", "program", "metric"], observed=True)["value"]
+        .agg(["mean", "min", "max", "size"])
+        .unstack("metric")
+    )
+    t.columns = [f"{m}_{a}" for a, m in t.columns]
+    return (
+        t.reset_index()
+        .sort_values(
+            ["machine", "policy", "program"],
+            key=lambda c: c.map(machine_order) if c.name == "machine" else c,
+        )
+        .reset_index(drop=True)
+    )
+
+
 def _machine_of(r: Any) -> str:
     m = getattr(r, "machine", None)
     return str(m) if isinstance(m, str) else machine_label(float(r.numa_factor), "")

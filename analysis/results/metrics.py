@@ -55,6 +55,16 @@ remote_ratio_guest   guest view (kMLB): per thread group, the share of its
                      its tasks were seen running on, weighted by task-samples per
                      node; the mix value weights thread groups by task-samples.
                      The only remote figure on the qemu backend.
+home_node_share      per program (kMLB kernels): the share of its task-samples on
+                     its home node, the node holding most of its resident pages
+                     at the last sample (ties: the lowest node). 1 = every thread
+                     seen on the home node at every sample. Read it for programs
+                     whose data sit on one node (leader first-touch); a program
+                     whose threads first-touch their own has no single home.
+home_node_load       per program (kMLB kernels): task-samples of every program on
+                     its home node / the mean per node (nodes from the run's
+                     SLIT). > 1: the home node held more threads than the mean,
+                     so it is seldom the idler node that pulls.
 task_migrations      per program: the kernel's count for its thread group at program
                      end, exited threads included (/proc/<pid>/numa_lb_migrations,
                      read from the zombie before it is reaped); mix: the sum.
@@ -186,6 +196,8 @@ _M = [
     Metric("local_writebacks", "", "local writebacks", "", True),
     Metric("remote_writeback_ratio", "", "remote-writeback ratio", "lower", True),
     Metric("remote_ratio_guest", "", "remote ratio (guest kMLB view)", "lower"),
+    Metric("home_node_share", "", "share of thread samples on the home node", ""),
+    Metric("home_node_load", "", "threads on the home node / mean per node", ""),
     Metric("task_migrations", "", "task migrations (kernel, at program end)", "lower"),
     Metric("task_migrations_sampled", "", "task migrations (sampled lower bound)", "lower"),
     Metric("cross_node_migrations", "", "cross-node task migrations (kernel)", "lower"),
@@ -341,6 +353,9 @@ def guest_metrics(g: GuestResults, mix: str) -> list[Row]:
         rr = remote_ratio_guest(tgs)
         if rr is not None:
             rows.append(("program", name, "remote_ratio_guest", rr))
+        nodes = len((g.run or {}).get("distances") or {})
+        for metric, v in home_node(tgs, g.thread_groups, nodes).items():
+            rows.append(("program", name, metric, v))
         res = p.get("result") or {}
         if isinstance(res, dict) and (v := _f(res.get("numa_factor"))) is not None:
             rows.append(("program", name, "numa_factor_measured", v))
@@ -453,6 +468,34 @@ def remote_ratio_guest(tgs: list[dict[str, Any]]) -> float | None:
         num += frac * total_s
         den += total_s
     return num / den if den > 0 else None
+
+
+def _node_sum(tgs: list[dict[str, Any]], key: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for tg in tgs:
+        for n, v in (tg.get(key) or {}).items():
+            if (f := _f(v)) is not None:
+                out[str(n)] = out.get(str(n), 0.0) + f
+    return out
+
+
+def home_node(
+    tgs: list[dict[str, Any]], all_tgs: list[dict[str, Any]], nodes: int
+) -> dict[str, float]:
+    """home_node_share and home_node_load of one program's thread groups ``tgs``
+    (``all_tgs``: every program's, ``nodes``: the machine's node count, 0 = the
+    nodes seen); {} without resident pages or samples (a stock kernel)."""
+    rss = _node_sum(tgs, "numa_rss_last")
+    ns = _node_sum(tgs, "node_samples")
+    if sum(rss.values()) <= 0 or sum(ns.values()) <= 0:
+        return {}
+    home = min(rss, key=lambda n: (-rss[n], int(n) if n.isdigit() else 0, n))
+    out = {"home_node_share": ns.get(home, 0.0) / sum(ns.values())}
+    every = _node_sum(all_tgs, "node_samples")
+    per_node = sum(every.values()) / max(nodes, len(every))
+    if per_node > 0:
+        out["home_node_load"] = every.get(home, 0.0) / per_node
+    return out
 
 
 def _finite(x: float | None) -> bool:

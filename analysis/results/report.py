@@ -479,6 +479,26 @@ def finding_section(
                 "the mix's elapsed time runs from the first start to the last exit",
             )
         )  # fmt: skip
+    home = finding.home_node_by_program(metrics) if metrics is not None else pd.DataFrame()
+    if not home.empty:
+        s.items.append(
+            Table(
+                ["policy", "machine", "program", "runs", "home-node share (mean, min-max)",
+                 "home-node load (mean, min-max)"],
+                [
+                    [r.policy, r.machine, r.program, int(r.home_node_share_size),
+                     f"{_fmt(r.home_node_share_mean)} ({_fmt(r.home_node_share_min)}-"
+                     f"{_fmt(r.home_node_share_max)})",
+                     f"{_fmt(r.home_node_load_mean)} ({_fmt(r.home_node_load_min)}-"
+                     f"{_fmt(r.home_node_load_max)})"]
+                    for r in home.itertuples()
+                ],
+                "Where each program's threads ran (kMLB kernels): share of its task-samples "
+                "on its home node (the node holding most of its pages), and that node's "
+                "threads over the mean per node. A leader-on-destination take needs a thread "
+                "away from home and its home node pulling: share 1 leaves nothing to take",
+            )
+        )  # fmt: skip
     have = [m for m in FINDING_METRICS if m in set(mx["metric"].astype(str))]
     if have:
         sub = mx[mx["metric"].isin(have)]

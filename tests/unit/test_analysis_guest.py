@@ -22,6 +22,7 @@ QEMU = FIX / "qemu-run" / "results.jsonl"
 SWEEP = sorted((FIX / "sweep-quick" / "runs").glob("*/guest/results.jsonl"))
 VMSTAT = sorted((FIX / "sweep-quick-vmstat" / "runs").glob("*/guest/results.jsonl"))
 HOST = sorted((FIX / "host-mixrunner").glob("*/results.jsonl"))
+FINDING = FIX / "finding-b192"  # two gem5 runs of the finding preset (its README)
 ALL = [QEMU, *SWEEP, *VMSTAT, *HOST]
 
 
@@ -120,7 +121,61 @@ def test_guest_remote_ratio_by_hand_on_the_qemu_run() -> None:
 def test_host_run_without_numa_rss_has_no_guest_remote_ratio() -> None:
     for p in HOST:
         m = rows_dict(guest_metrics(parse_results_file(p), "mix"))
-        assert not any(k[2] == "remote_ratio_guest" for k in m)
+        assert not any(k[2] in ("remote_ratio_guest", "home_node_share") for k in m)
+
+
+def _home_by_hand(path: Path) -> dict[str, tuple[float, float]]:
+    """program -> (home_node_share, home_node_load), with plain loops."""
+    recs = raw(path)
+    tgs = [r for r in recs if r["type"] == "thread_group"]
+    every: dict[str, float] = {}
+    for t in tgs:
+        for n, c in (t["node_samples"] or {}).items():
+            every[n] = every.get(n, 0) + c
+    # the SLIT's node count; an older run record without it: the nodes seen
+    nodes = len(next(r for r in recs if r["type"] == "run").get("distances") or every)
+    out = {}
+    for prog in sorted({t["program"] for t in tgs}):
+        rss: dict[str, float] = {}
+        ns: dict[str, float] = {}
+        for t in tgs:
+            if t["program"] == prog:
+                for n, v in (t["numa_rss_last"] or {}).items():
+                    rss[n] = rss.get(n, 0) + v
+                for n, v in (t["node_samples"] or {}).items():
+                    ns[n] = ns.get(n, 0) + v
+        if not sum(rss.values()) or not sum(ns.values()):
+            continue
+        best = max(rss.values())
+        home = sorted(n for n in rss if rss[n] == best)[0]
+        out[prog] = (
+            ns.get(home, 0) / sum(ns.values()),
+            every.get(home, 0) / (sum(every.values()) / nodes),
+        )
+    return out
+
+
+@pytest.mark.parametrize("path", [QEMU, FINDING / "default" / "results.jsonl"])
+def test_home_node_share_and_load_by_hand(path: Path) -> None:
+    want = _home_by_hand(path)
+    assert want, "the fixture carries numa_rss (the patched kernel)"
+    m = rows_dict(guest_metrics(parse_results_file(path), "mix"))
+    for prog, (share, load) in want.items():
+        assert m[("program", prog, "home_node_share")] == pytest.approx(share)
+        assert m[("program", prog, "home_node_load")] == pytest.approx(load)
+    assert not any(k[0] == "mix" and k[2].startswith("home_node") for k in m)
+
+
+def test_excl_keeps_every_leader_thread_on_its_home_node() -> None:
+    """The finding sweep's mechanism (findings/2026-11-26-finding-b192): under
+    excl the leader-first-touch programs never leave their home node, which holds
+    more than the mean number of threads; under default they roam."""
+    excl = rows_dict(guest_metrics(parse_results_file(FINDING / "excl" / "results.jsonl"), "m"))
+    dflt = rows_dict(guest_metrics(parse_results_file(FINDING / "default" / "results.jsonl"), "m"))
+    for prog in ("lft-a", "lft-b"):
+        assert excl[("program", prog, "home_node_share")] == 1.0
+        assert excl[("program", prog, "home_node_load")] > 1.1
+        assert dflt[("program", prog, "home_node_share")] < 0.5
 
 
 def test_patch_counters_from_the_raw_file_text() -> None:

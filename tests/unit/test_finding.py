@@ -4,12 +4,14 @@ improvement per NUMA factor and the conclusion, on small tidy frames."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from analysis.results import finding
-from analysis.results.metrics import add_speedup, sched_scale_label
+from analysis.results.guest import parse_results_file
+from analysis.results.metrics import add_speedup, guest_metrics, sched_scale_label
 
 
 def row(policy: str, f: float, rep: int, metric: str, value: float, **kw: Any) -> dict[str, Any]:
@@ -367,3 +369,24 @@ def test_improvement_per_program_is_paired_and_named_in_the_conclusion() -> None
     failed = finding.GateResult(pd.DataFrame(), False, ["default f=1.6 r0: ..."])
     text = " ".join(finding.conclusion(mix, failed, None, programs=progs_all))
     assert "Per program" not in text
+
+
+def test_home_node_summary_per_program_on_two_real_runs() -> None:
+    """home_node_by_program over the metrics of two gem5 runs of the finding
+    preset (tests/fixtures/finding-b192): excl keeps both leader programs home
+    in every sample, default does not; a frame without the metric gives none."""
+    fix = Path(__file__).resolve().parents[1] / "fixtures" / "finding-b192"
+    rows = []
+    for pol in ("default", "excl"):
+        for et, ent, metric, v in guest_metrics(
+            parse_results_file(fix / pol / "results.jsonl"), "m"
+        ):
+            rows.append(row(pol, 1.6, 0, metric, v, entity_type=et, entity=ent))
+    t = finding.home_node_by_program(pd.DataFrame(rows)).set_index(["policy", "program"])
+    assert len(t) == 6 and (t["home_node_share_size"] == 1).all()
+    for prog in ("lft-a", "lft-b"):
+        assert t.loc[("excl", prog), "home_node_share_min"] == 1.0
+        assert t.loc[("excl", prog), "home_node_load_mean"] > 1.1
+        assert t.loc[("default", prog), "home_node_share_max"] < 0.5
+    no_home = pd.DataFrame([row("stock", 1.6, 0, "elapsed_s", 1.0, entity_type="program")])
+    assert finding.home_node_by_program(no_home).empty
