@@ -296,17 +296,20 @@ def improvement_by_program(metrics: pd.DataFrame) -> pd.DataFrame:
     ).reset_index(drop=True)
 
 
+HOME_METRICS = ("start_home_share", "home_node_share", "home_node_load")
+
+
 def home_node_by_program(metrics: pd.DataFrame) -> pd.DataFrame:
-    """Per policy, machine and program: home_node_share and home_node_load
-    (metrics.py) as mean, min and max over the runs. A leader-on-destination
-    take needs a thread away from its leader's node and that node pulling: a
-    share of 1 in every run (no thread ever seen away) with a load above 1 (the
-    home node busier than the mean, so seldom the idler one) leaves nothing to
-    take. Empty without kMLB samples (stock kernel, older frames)."""
+    """Per policy, machine and program: start_home_share, home_node_share and
+    home_node_load (metrics.py) as mean, min and max over the runs. A
+    leader-on-destination take needs a thread away from its leader's node and
+    that node pulling: workers that start there (start share 1) and are never
+    seen away (home share 1 in every run) leave nothing to take. Empty without
+    those metrics (older frames); a stock kernel has only the start share."""
     if "entity_type" not in metrics.columns:
         return pd.DataFrame()
     d = metrics[(metrics["entity_type"].astype(str) == "program")
-                & metrics["metric"].isin(["home_node_share", "home_node_load"])]  # fmt: skip
+                & metrics["metric"].isin(HOME_METRICS)]  # fmt: skip
     if d.empty:
         return pd.DataFrame()
     d = d.assign(machine=machines_with_mix(d), program=d["entity"].astype(str),
@@ -317,6 +320,10 @@ def home_node_by_program(metrics: pd.DataFrame) -> pd.DataFrame:
         .unstack("metric")
     )
     t.columns = [f"{m}_{a}" for a, m in t.columns]
+    for m in HOME_METRICS:  # a frame of stock runs only has no kMLB share
+        for a in ("mean", "min", "max", "size"):
+            if f"{m}_{a}" not in t.columns:
+                t[f"{m}_{a}"] = math.nan
     return (
         t.reset_index()
         .sort_values(

@@ -61,6 +61,11 @@ home_node_share      per program (kMLB kernels): the share of its task-samples o
                      seen on the home node at every sample. Read it for programs
                      whose data sit on one node (leader first-touch); a program
                      whose threads first-touch their own has no single home.
+start_home_share     per program that reports its leader's node (leader_ft): the
+                     share of its workers whose first CPU (thread record
+                     node_start, where fork placement put them) was on that
+                     node. With --start-away, node_away says where each was
+                     then moved; this metric still reads node_start.
 home_node_load       per program (kMLB kernels): task-samples of every program on
                      its home node / the mean per node (nodes from the run's
                      SLIT). > 1: the home node held more threads than the mean,
@@ -198,6 +203,7 @@ _M = [
     Metric("remote_ratio_guest", "", "remote ratio (guest kMLB view)", "lower"),
     Metric("home_node_share", "", "share of thread samples on the home node", ""),
     Metric("home_node_load", "", "threads on the home node / mean per node", ""),
+    Metric("start_home_share", "", "share of workers placed on the leader's node at fork", ""),
     Metric("task_migrations", "", "task migrations (kernel, at program end)", "lower"),
     Metric("task_migrations_sampled", "", "task migrations (sampled lower bound)", "lower"),
     Metric("cross_node_migrations", "", "cross-node task migrations (kernel)", "lower"),
@@ -357,6 +363,8 @@ def guest_metrics(g: GuestResults, mix: str) -> list[Row]:
         for metric, v in home_node(tgs, g.thread_groups, nodes).items():
             rows.append(("program", name, metric, v))
         res = p.get("result") or {}
+        if isinstance(res, dict) and (v := start_home_share(res)) is not None:
+            rows.append(("program", name, "start_home_share", v))
         if isinstance(res, dict) and (v := _f(res.get("numa_factor"))) is not None:
             rows.append(("program", name, "numa_factor_measured", v))
             rows.append(("mix", mix, "numa_factor_measured", v))
@@ -468,6 +476,21 @@ def remote_ratio_guest(tgs: list[dict[str, Any]]) -> float | None:
         num += frac * total_s
         den += total_s
     return num / den if den > 0 else None
+
+
+def start_home_share(res: dict[str, Any]) -> float | None:
+    """Share of a program's workers that started on its leader's node; None
+    without a leader node or thread records (metrics.py docstring)."""
+    leader = res.get("leader_node")
+    recs = res.get("thread_records")
+    if isinstance(leader, bool) or not isinstance(leader, int) or leader < 0:
+        return None
+    if not isinstance(recs, list) or not recs:
+        return None
+    starts = [r.get("node_start") for r in recs if isinstance(r, dict)]
+    if not starts or any(not isinstance(n, int) or n < 0 for n in starts):
+        return None
+    return sum(n == leader for n in starts) / len(starts)
 
 
 def _node_sum(tgs: list[dict[str, Any]], key: str) -> dict[str, float]:

@@ -361,6 +361,18 @@ FINDING_METRICS = (
 )
 
 
+def _count(x: float) -> float:
+    return -1.0 if x != x else x
+
+
+def _mean_range(r: Any, metric: str) -> str:
+    mean = getattr(r, f"{metric}_mean")
+    if mean != mean:
+        return "–"
+    lo, hi = getattr(r, f"{metric}_min"), getattr(r, f"{metric}_max")
+    return f"{_fmt(mean)} ({_fmt(lo)}-{_fmt(hi)})"
+
+
 def finding_section(
     mx: pd.DataFrame, note: str, metrics: pd.DataFrame | None = None
 ) -> Section | None:
@@ -483,20 +495,19 @@ def finding_section(
     if not home.empty:
         s.items.append(
             Table(
-                ["policy", "machine", "program", "runs", "home-node share (mean, min-max)",
-                 "home-node load (mean, min-max)"],
+                ["policy", "machine", "program", "runs", "workers started on the leader's node",
+                 "home-node share", "home-node load"],
                 [
-                    [r.policy, r.machine, r.program, int(r.home_node_share_size),
-                     f"{_fmt(r.home_node_share_mean)} ({_fmt(r.home_node_share_min)}-"
-                     f"{_fmt(r.home_node_share_max)})",
-                     f"{_fmt(r.home_node_load_mean)} ({_fmt(r.home_node_load_min)}-"
-                     f"{_fmt(r.home_node_load_max)})"]
+                    [r.policy, r.machine, r.program,
+                     int(max(r.start_home_share_size, r.home_node_share_size, key=_count)),
+                     *[_mean_range(r, m) for m in finding.HOME_METRICS]]
                     for r in home.itertuples()
                 ],
-                "Where each program's threads ran (kMLB kernels): share of its task-samples "
-                "on its home node (the node holding most of its pages), and that node's "
-                "threads over the mean per node. A leader-on-destination take needs a thread "
-                "away from home and its home node pulling: share 1 leaves nothing to take",
+                "Where each program's threads ran, mean (min-max) over runs: the share of its "
+                "workers that fork placement put on the leader's node; the share of its "
+                "task-samples on its home node (the node holding most of its pages; kMLB "
+                "kernels); that node's threads over the mean per node. A leader-on-destination "
+                "take needs a thread away from home: shares of 1 leave nothing to take",
             )
         )  # fmt: skip
     have = [m for m in FINDING_METRICS if m in set(mx["metric"].astype(str))]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from analysis.results.guest import parse_results_file, parse_results_text
-from analysis.results.metrics import guest_metrics, lb_counters
+from analysis.results.metrics import guest_metrics, lb_counters, start_home_share
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 QEMU = FIX / "qemu-run" / "results.jsonl"
@@ -164,6 +164,34 @@ def test_home_node_share_and_load_by_hand(path: Path) -> None:
         assert m[("program", prog, "home_node_share")] == pytest.approx(share)
         assert m[("program", prog, "home_node_load")] == pytest.approx(load)
     assert not any(k[0] == "mix" and k[2].startswith("home_node") for k in m)
+
+
+@pytest.mark.parametrize(
+    "path", sorted(FINDING.glob("*/results.jsonl")), ids=lambda p: p.parent.name
+)
+def test_start_home_share_by_hand(path: Path) -> None:
+    """Share of leader_ft workers whose first node was the leader's."""
+    m = rows_dict(guest_metrics(parse_results_file(path), "mix"))
+    progs = [r for r in raw(path) if r["type"] == "program"]
+    for p in progs:
+        res = p["result"]
+        key = ("program", p["name"], "start_home_share")
+        if "leader_node" not in res:
+            assert key not in m  # perthread_ft has no leader's node
+            continue
+        recs = res["thread_records"]
+        want = sum(1 for r in recs if r["node_start"] == res["leader_node"]) / len(recs)
+        assert m[key] == pytest.approx(want)
+
+
+def test_start_home_share_refuses_incomplete_records() -> None:
+    recs = [{"node_start": 1}, {"node_start": 2}]
+    assert start_home_share({"leader_node": 1, "thread_records": recs}) == 0.5
+    assert start_home_share({"leader_node": -1, "thread_records": recs}) is None
+    assert start_home_share({"leader_node": True, "thread_records": recs}) is None
+    assert start_home_share({"leader_node": 1, "thread_records": []}) is None
+    assert start_home_share({"leader_node": 1, "thread_records": [{"node_start": -1}]}) is None
+    assert start_home_share({"thread_records": recs}) is None
 
 
 def test_excl_keeps_every_leader_thread_on_its_home_node() -> None:

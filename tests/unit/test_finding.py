@@ -388,5 +388,7 @@ def test_home_node_summary_per_program_on_two_real_runs() -> None:
         assert t.loc[("excl", prog), "home_node_share_min"] == 1.0
         assert t.loc[("excl", prog), "home_node_load_mean"] > 1.1
         assert t.loc[("default", prog), "home_node_share_max"] < 0.5
+        # fork placement put every worker of these two runs beside its leader
+        assert t.loc[("excl", prog), "start_home_share_min"] == 1.0
     no_home = pd.DataFrame([row("stock", 1.6, 0, "elapsed_s", 1.0, entity_type="program")])
     assert finding.home_node_by_program(no_home).empty

@@ -78,6 +78,9 @@ static void usage(FILE *f, const char *name, const char *about, unsigned extra)
 		fprintf(f, "  --bursts N        split each phase's pass into N pieces (default 1)\n"
 			   "  --sleep-us U      sleep U microseconds after each piece (default 0):\n"
 			   "                    the threads block and wake all the time\n");
+	if (extra & WL_OPT_START_AWAY)
+		fprintf(f, "  --start-away      each worker starts on a node other than the\n"
+			   "                    leader's (round robin), then is free to move\n");
 	if (extra & WL_OPT_PTRCHASE)
 		fprintf(f, "  --cpu-node N      run on the CPUs of node N\n"
 			   "  --mem-node N      place the chain on node N (mbind MPOL_BIND)\n"
@@ -124,7 +127,7 @@ int wl_parse(int argc, char **argv, const char *name, const char *about,
 {
 	enum { O_SIZE = 256, O_THREADS, O_ITERS, O_SEED, O_NOPLACE, O_SHARE,
 	       O_PRIVATE, O_VSTRIDE, O_CPUNODE, O_MEMNODE, O_SWEEP, O_PAIRS, O_NOHUGE,
-	       O_BURSTS, O_SLEEPUS, O_HELP };
+	       O_BURSTS, O_SLEEPUS, O_AWAY, O_HELP };
 	static const struct option lo[] = {
 		{ "size", required_argument, NULL, O_SIZE },
 		{ "threads", required_argument, NULL, O_THREADS },
@@ -141,6 +144,7 @@ int wl_parse(int argc, char **argv, const char *name, const char *about,
 		{ "no-hugepage", no_argument, NULL, O_NOHUGE },
 		{ "bursts", required_argument, NULL, O_BURSTS },
 		{ "sleep-us", required_argument, NULL, O_SLEEPUS },
+		{ "start-away", no_argument, NULL, O_AWAY },
 		{ "help", no_argument, NULL, O_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -227,6 +231,12 @@ int wl_parse(int argc, char **argv, const char *name, const char *about,
 			else
 				o->sleep_us = (uint64_t)v;
 			break;
+		case O_AWAY:
+			if (!(extra & WL_OPT_START_AWAY))
+				bad = "--start-away";
+			else
+				o->start_away = 1;
+			break;
 		case O_HELP:
 			usage(stdout, name, about, extra);
 			*exit_code = WL_EX_OK;
@@ -238,7 +248,11 @@ int wl_parse(int argc, char **argv, const char *name, const char *about,
 			return 1;
 		}
 		if (bad) {
-			fprintf(stderr, "%s: bad value for %s: '%s'\n", name, bad, optarg);
+			if (optarg)
+				fprintf(stderr, "%s: bad value for %s: '%s'\n", name, bad, optarg);
+			else
+				fprintf(stderr, "%s: %s is not an option of this program\n", name,
+					bad);
 			return 1;
 		}
 	}
@@ -367,12 +381,59 @@ int wl_page_nodes(const void *addr, size_t len, long *hist, long *absent,
 	return 0;
 }
 
+int wl_sysfs_list(const char *path, unsigned char *bits, int max)
+{
+	char buf[4096], *p;
+	FILE *f = fopen(path, "r");
+	int n = 0;
+
+	memset(bits, 0, (size_t)max);
+	if (!f)
+		return -1;
+	if (!fgets(buf, sizeof(buf), f)) {
+		fclose(f);
+		return 0;	/* empty list (e.g. a memory-only node's cpulist) */
+	}
+	fclose(f);
+	p = buf;
+	while (*p && *p != '\n') {
+		long a = strtol(p, &p, 10), b = a;
+
+		if (*p == '-')
+			b = strtol(p + 1, &p, 10);
+		for (; a <= b && a < max; a++, n++)
+			bits[a] = 1;
+		if (*p == ',')
+			p++;
+		else
+			break;
+	}
+	return n;
+}
+
+int wl_node_cpus(int node, cpu_set_t *set)
+{
+	unsigned char bits[CPU_SETSIZE];
+	char path[128];
+	int i, n;
+
+	snprintf(path, sizeof(path), "/sys/devices/system/node/node%d/cpulist", node);
+	n = wl_sysfs_list(path, bits, CPU_SETSIZE);
+	if (n <= 0)
+		return -1;
+	CPU_ZERO(set);
+	for (i = 0; i < CPU_SETSIZE; i++)
+		if (bits[i])
+			CPU_SET(i, set);
+	return 0;
+}
+
 void wl_thread_start(struct wl_thread_rec *r)
 {
 	r->tid = wl_gettid();
 	r->cpu_start = r->node_start = -1;
 	r->cpu_end = r->node_end = -1;
-	r->first_touch_node = -1;
+	r->first_touch_node = r->node_away = -1;
 	r->nr_migrations = r->failed_affine = r->failed_running = -1;
 	r->failed_hot = r->forced = -1;
 	wl_current_cpu_node(&r->cpu_start, &r->node_start);
@@ -569,11 +630,11 @@ void wl_json_threads(struct wl_json *j, const struct wl_thread_rec *r, int n)
 	for (i = 0; i < n; i++)
 		wl_json_raw(j, "%s{\"tid\":%d,\"cpu_start\":%d,\"node_start\":%d,"
 			    "\"cpu_end\":%d,\"node_end\":%d,\"first_touch_node\":%d,"
-			    "\"nr_migrations\":%ld,\"failed_affine\":%ld,"
+			    "\"node_away\":%d,\"nr_migrations\":%ld,\"failed_affine\":%ld,"
 			    "\"failed_running\":%ld,\"failed_hot\":%ld,\"forced\":%ld}",
 			    i ? "," : "", (int)r[i].tid, r[i].cpu_start, r[i].node_start,
 			    r[i].cpu_end, r[i].node_end, r[i].first_touch_node,
-			    r[i].nr_migrations, r[i].failed_affine, r[i].failed_running,
+			    r[i].node_away, r[i].nr_migrations, r[i].failed_affine, r[i].failed_running,
 			    r[i].failed_hot, r[i].forced);
 	wl_json_raw(j, "]");
 }

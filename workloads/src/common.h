@@ -13,6 +13,7 @@
 
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <sched.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -42,6 +43,7 @@ struct wl_opts {
 	int hugepage;		/* ptrchase: madvise(MADV_HUGEPAGE) */
 	uint64_t bursts;	/* leader_ft/perthread_ft: pieces per phase */
 	uint64_t sleep_us;	/* ... and the sleep after each piece */
+	int start_away;		/* leader_ft: workers start on other nodes */
 };
 
 /* Which workload-specific options a program accepts. */
@@ -51,6 +53,7 @@ enum {
 	WL_OPT_VERIFY_STRIDE = 1 << 2,
 	WL_OPT_PTRCHASE = 1 << 3,
 	WL_OPT_BURSTS = 1 << 4,
+	WL_OPT_START_AWAY = 1 << 5,
 };
 
 /* Parse argv into o (defaults must be preset); prints usage and returns
@@ -62,6 +65,11 @@ int wl_parse_size(const char *s, uint64_t *out);
 double wl_now(void);			/* CLOCK_MONOTONIC seconds */
 int wl_current_cpu_node(int *cpu, int *node);	/* getcpu(2) */
 int wl_count_tasks(void);		/* entries in /proc/self/task */
+/* A kernel cpulist/nodelist file ("0-3,8,10-11") as a bitmap of max entries;
+ * returns the number of entries set, 0 for an empty list, -1 if unreadable. */
+int wl_sysfs_list(const char *path, unsigned char *bits, int max);
+/* The CPUs of NUMA node @node (sysfs); -1 if it has none or is unknown. */
+int wl_node_cpus(int node, cpu_set_t *set);
 pid_t wl_gettid(void);
 
 /* Blocking threads (--bursts/--sleep-us): a worker splits each phase's pass
@@ -91,6 +99,7 @@ struct wl_thread_rec {
 	int cpu_start, node_start;
 	int cpu_end, node_end;
 	int first_touch_node;	/* node the thread ran on while touching its data */
+	int node_away;		/* --start-away: node it was moved to; -1 otherwise */
 	/* The kernel's own balancing counters for this thread at its end
 	 * (/proc/thread-self/sched, CONFIG_SCHED_DEBUG): migrations, and the
 	 * candidates can_migrate_task() refused by reason, which 6.1 prints

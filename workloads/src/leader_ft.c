@@ -16,6 +16,15 @@
  * closed form: the final array sum and the sum of all reads.
  *
  * --size: bytes of the shared array (total, independent of --threads).
+ *
+ * --start-away: each worker first moves itself to the CPUs of a node other
+ * than the leader's (round robin over the nodes after it), waits there for
+ * the start, and then gets its original affinity back, so the compute phase
+ * begins with every worker away from the data and free to move. Linux 6.1
+ * places a new thread on its parent's node while that node has room (the
+ * allowed NUMA imbalance of fork placement), so without it the workers start
+ * beside the data and a policy that keeps them there has nothing to bring
+ * back (findings/2026-11-26-finding-b192).
  */
 #include "common.h"
 
@@ -31,6 +40,9 @@ struct shared {
 	pthread_barrier_t start, go, phase;
 	struct wl_thread_rec *rec;
 	uint64_t *read_sums;	/* per worker */
+	int away[WL_MAX_NODES];	/* --start-away: the other nodes with CPUs */
+	int naway;		/* 0: workers start where fork placed them */
+	int away_failed;	/* a worker could not move or get its CPUs back */
 };
 
 struct warg {
@@ -44,17 +56,59 @@ static void chunk(uint64_t n, int t, int nt, uint64_t *lo, uint64_t *hi)
 	*hi = n * (uint64_t)(t + 1) / (uint64_t)nt;
 }
 
+/* The other nodes with CPUs, starting after the leader's: -1 if none. */
+static int away_nodes(struct shared *s, int leader_node)
+{
+	static unsigned char online[WL_MAX_NODES];
+	cpu_set_t set;
+	int i, n;
+
+	if (wl_sysfs_list("/sys/devices/system/node/online", online, WL_MAX_NODES) <= 0)
+		return -1;
+	s->naway = 0;
+	for (i = 1; i <= WL_MAX_NODES; i++) {
+		n = (leader_node + i) % WL_MAX_NODES;
+		if (online[n] && n != leader_node && wl_node_cpus(n, &set) == 0)
+			s->away[s->naway++] = n;
+	}
+	return s->naway ? 0 : -1;
+}
+
+/* --start-away: to node away[id % naway] until the start; *saved gets the
+ * affinity to restore. */
+static void move_away(struct shared *s, int id, cpu_set_t *saved)
+{
+	struct wl_thread_rec *r = &s->rec[id];
+	cpu_set_t set;
+
+	if (sched_getaffinity(0, sizeof(*saved), saved) ||
+	    wl_node_cpus(s->away[id % s->naway], &set) ||
+	    sched_setaffinity(0, sizeof(set), &set)) {
+		__atomic_store_n(&s->away_failed, 1, __ATOMIC_RELAXED);
+		return;
+	}
+	wl_current_cpu_node(NULL, &r->node_away);
+}
+
 static void *worker(void *p)
 {
 	struct warg *w = p;
 	struct shared *s = w->s;
 	uint64_t lo, hi, nlo, nhi, k, i, b, blo, bhi, nb = s->o->bursts, rsum = 0;
+	cpu_set_t saved;
 
 	wl_thread_start(&s->rec[w->id]);
+	if (s->naway)
+		move_away(s, w->id, &saved);
 	chunk(s->n, w->id, s->threads, &lo, &hi);
 	chunk(s->n, (w->id + 1) % s->threads, s->threads, &nlo, &nhi);
 	pthread_barrier_wait(&s->start);	/* main counts tasks now */
 	pthread_barrier_wait(&s->go);
+	/* released after 'go', not before: the wake-up from the barrier could
+	 * otherwise bring it back beside its waker, the leader */
+	if (s->naway && s->rec[w->id].node_away >= 0 &&
+	    sched_setaffinity(0, sizeof(saved), &saved))
+		__atomic_store_n(&s->away_failed, 1, __ATOMIC_RELAXED);
 
 	for (k = 0; k < s->iters; k++) {
 		/* piece b of the own chunk, then piece b of the successor's */
@@ -96,7 +150,7 @@ int main(int argc, char **argv)
 	if (wl_parse(argc, argv, "leader_ft",
 		     "Leader first-touch: main thread initialises all shared data, "
 		     "workers read/write it.\n--size is the shared array (total).",
-		     WL_OPT_BURSTS, &o, &rc))
+		     WL_OPT_BURSTS | WL_OPT_START_AWAY, &o, &rc))
 		return rc;
 
 	memset(&s, 0, sizeof(s));
@@ -137,6 +191,11 @@ int main(int argc, char **argv)
 	}
 	tq = wl_now();
 
+	if (o.start_away && away_nodes(&s, leader_node)) {
+		fprintf(stderr, "leader_ft: --start-away needs a node with CPUs other than "
+			"the leader's (node %d)\n", leader_node);
+		return WL_EX_RUNTIME;
+	}
 	pthread_barrier_init(&s.start, NULL, (unsigned)o.threads + 1);
 	pthread_barrier_init(&s.go, NULL, (unsigned)o.threads + 1);
 	pthread_barrier_init(&s.phase, NULL, (unsigned)o.threads);
@@ -152,6 +211,10 @@ int main(int argc, char **argv)
 	pthread_barrier_wait(&s.go);
 	started = wl_threads_join(&th, s.rec);
 	t2 = wl_now();
+	if (s.away_failed) {
+		perror("leader_ft: --start-away: sched_setaffinity");
+		return WL_EX_RUNTIME;
+	}
 
 	/* closed-form check: S_k = M^k S_0 + n add_k; every chunk is read twice
 	 * per iteration (by its owner and its predecessor). */
@@ -182,6 +245,7 @@ int main(int argc, char **argv)
 	wl_json_i64(&j, "leader_node", leader_node);
 	wl_json_u64(&j, "bursts", o.bursts);
 	wl_json_u64(&j, "sleep_us", o.sleep_us);
+	wl_json_bool(&j, "start_away", o.start_away);
 	wl_json_i64(&j, "voluntary_switches", wl_voluntary_switches());
 	wl_json_threads(&j, s.rec, o.threads);
 	if (o.placement) {

@@ -71,56 +71,6 @@ struct chase {
 	const char *errmsg;
 };
 
-/* ---- sysfs topology ------------------------------------------------------ */
-
-/* Parse a kernel cpulist/nodelist ("0-3,8,10-11") into a bitmap. */
-static int parse_list(const char *path, unsigned char *bits, int max)
-{
-	char buf[4096], *p;
-	FILE *f = fopen(path, "r");
-	int n = 0;
-
-	memset(bits, 0, (size_t)max);
-	if (!f)
-		return -1;
-	if (!fgets(buf, sizeof(buf), f)) {
-		fclose(f);
-		return 0;	/* empty list (e.g. a memory-only node's cpulist) */
-	}
-	fclose(f);
-	p = buf;
-	while (*p && *p != '\n') {
-		long a = strtol(p, &p, 10), b = a;
-
-		if (*p == '-')
-			b = strtol(p + 1, &p, 10);
-		for (; a <= b && a < max; a++, n++)
-			bits[a] = 1;
-		if (*p == ',')
-			p++;
-		else
-			break;
-	}
-	return n;
-}
-
-static int node_cpus(int node, cpu_set_t *set)
-{
-	unsigned char bits[CPU_SETSIZE];
-	char path[128];
-	int i, n;
-
-	snprintf(path, sizeof(path), "/sys/devices/system/node/node%d/cpulist", node);
-	n = parse_list(path, bits, CPU_SETSIZE);
-	if (n <= 0)
-		return -1;
-	CPU_ZERO(set);
-	for (i = 0; i < CPU_SETSIZE; i++)
-		if (bits[i])
-			CPU_SET(i, set);
-	return 0;
-}
-
 /* ---- placement ------------------------------------------------------------- */
 
 static int bind_region(void *p, size_t len, int node)
@@ -172,7 +122,7 @@ static void *chase_thread(void *arg)
 	if (c->cpu_node >= 0) {
 		cpu_set_t set;
 
-		if (node_cpus(c->cpu_node, &set) ||
+		if (wl_node_cpus(c->cpu_node, &set) ||
 		    sched_setaffinity(0, sizeof(set), &set)) {
 			c->err = WL_EX_RUNTIME;
 			c->errmsg = "cannot run on the CPUs of --cpu-node";
@@ -393,17 +343,17 @@ static int online_nodes(int *cpun, int *ncpu, int *memn, int *nmem)
 	unsigned char online[WL_MAX_NODES], mem[WL_MAX_NODES];
 	int i;
 
-	if (parse_list("/sys/devices/system/node/online", online, WL_MAX_NODES) <= 0) {
+	if (wl_sysfs_list("/sys/devices/system/node/online", online, WL_MAX_NODES) <= 0) {
 		fprintf(stderr, "ptrchase: no NUMA nodes in /sys/devices/system/node\n");
 		return WL_EX_RUNTIME;
 	}
-	if (parse_list("/sys/devices/system/node/has_memory", mem, WL_MAX_NODES) <= 0)
+	if (wl_sysfs_list("/sys/devices/system/node/has_memory", mem, WL_MAX_NODES) <= 0)
 		memcpy(mem, online, sizeof(mem));
 	*ncpu = *nmem = 0;
 	for (i = 0; i < WL_MAX_NODES; i++) {
 		cpu_set_t set;
 
-		if (online[i] && node_cpus(i, &set) == 0)
+		if (online[i] && wl_node_cpus(i, &set) == 0)
 			cpun[(*ncpu)++] = i;
 		if (online[i] && mem[i])
 			memn[(*nmem)++] = i;
