@@ -194,6 +194,20 @@ def test_start_home_share_refuses_incomplete_records() -> None:
     assert start_home_share({"thread_records": recs}) is None
 
 
+def test_start_away_moved_each_worker_round_robin_off_the_leaders_node() -> None:
+    """leader_ft --start-away on a real 4-node guest (QEMU): worker i went to
+    the (i mod 3)-th node after its leader's, and said so."""
+    progs = [
+        r for r in raw(FINDING / "qemu-away-excl" / "results.jsonl")
+        if r["type"] == "program" and r["result"].get("start_away")
+    ]  # fmt: skip
+    assert len(progs) == 2
+    for p in progs:
+        lead = p["result"]["leader_node"]
+        got = [r["node_away"] for r in p["result"]["thread_records"]]
+        assert got == [(lead + 1 + i % 3) % 4 for i in range(6)]
+
+
 def test_excl_keeps_every_leader_thread_on_its_home_node() -> None:
     """The finding sweep's mechanism (findings/2026-11-26-finding-b192): under
     excl the leader-first-touch programs never leave their home node, which holds
