@@ -334,6 +334,24 @@ def home_node_by_program(metrics: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def _why_no_takes(g: GateResult, home: pd.DataFrame | None) -> str | None:
+    """A failed take check whose policy never had a thread of some program
+    away from that program's home node (home-node share 1 in every run)."""
+    if home is None or home.empty or g.rows.empty:
+        return None
+    failed = g.rows[(~g.rows["ok"]) & (g.rows["check"] == "lb_taken_leader_dst")]
+    pols = sorted(set(failed["policy"].astype(str)))
+    h = home[home["policy"].isin(pols) & (home["home_node_share_min"] >= 1.0)]
+    progs = sorted(set(h["program"]))
+    if not pols or not progs:
+        return None
+    return (
+        f"Why the take check failed: under {', '.join(pols)} every thread of "
+        f"{', '.join(progs)} was on its home node in every sample of every run "
+        "(home-node share 1.000), so there was no thread away from its leader to take back."
+    )
+
+
 def _machine_of(r: Any) -> str:
     m = getattr(r, "machine", None)
     return str(m) if isinstance(m, str) else machine_label(float(r.numa_factor), "")
@@ -345,10 +363,12 @@ def conclusion(
     ctl: pd.DataFrame | None,
     backends: frozenset[str] = frozenset({"gem5"}),
     programs: pd.DataFrame | None = None,
+    home: pd.DataFrame | None = None,
 ) -> list[str]:
     """Sentences written from the numbers: the control, the gate, which
     policies differ from the baseline beyond their intervals at which f, the
-    intervals' resolution, and (exploratory) which programs differ."""
+    intervals' resolution, and (exploratory) which programs differ. @home
+    (home_node_by_program) explains a failed take check when it can."""
     out = []
     if ctl is not None and len(ctl):
         rs = ", ".join(f"{r.machine}: x{r.crossed_over_direct:.3f}" for r in ctl.itertuples())
@@ -365,6 +385,8 @@ def conclusion(
                 f"Gate: FAILED in {len(gate_result.reasons)} check(s) "
                 f"(e.g. {gate_result.reasons[0]}); this scenario is not used for conclusions."
             )
+            if (why := _why_no_takes(gate_result, home)) is not None:
+                out.append(why)
     if not imp.empty and (gate_result is None or gate_result.passed):
         diff = imp[imp["differs"]]
         few = imp[imp["n"] < 2]

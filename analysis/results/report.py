@@ -526,7 +526,7 @@ def finding_section(
                   "ratio, busy-cycle IPC, LLC MPKI and the kernel's decision counters")
         )  # fmt: skip
     backends = frozenset(mx["backend"].dropna().astype(str)) if "backend" in mx else frozenset()
-    s.paras.extend(finding.conclusion(imp, g, ctl, backends, progs))
+    s.paras.extend(finding.conclusion(imp, g, ctl, backends, progs, home))
     return s
 
 

@@ -392,3 +392,28 @@ def test_home_node_summary_per_program_on_two_real_runs() -> None:
         assert t.loc[("excl", prog), "start_home_share_min"] == 1.0
     no_home = pd.DataFrame([row("stock", 1.6, 0, "elapsed_s", 1.0, entity_type="program")])
     assert finding.home_node_by_program(no_home).empty
+
+
+def test_a_failed_take_check_is_explained_when_the_threads_never_left_home() -> None:
+    rows = [row("excl", 1.6, 0, "lb_taken_leader_dst", 0.0),
+            row("excl", 1.6, 0, "lb_skipped_leader_src", 200.0),
+            row("default", 1.6, 0, "migrations_balance_xnode", 99.0),
+            row("default", 1.6, 0, "migrations_active_balance_xnode", 0.0)]  # fmt: skip
+    g = finding.gate(pd.DataFrame(rows))
+    assert g is not None and not g.passed
+    imp = pd.DataFrame()
+    home = pd.DataFrame([
+        {"policy": "excl", "program": "lft-a", "home_node_share_min": 1.0},
+        {"policy": "excl", "program": "pft", "home_node_share_min": 0.4},
+        {"policy": "default", "program": "lft-a", "home_node_share_min": 0.3},
+    ])  # fmt: skip
+    text = " ".join(finding.conclusion(imp, g, None, home=home))
+    assert "under excl every thread of lft-a was on its home node" in text
+    # a program that did leave home explains nothing
+    home.loc[0, "home_node_share_min"] = 0.9
+    assert "Why the take check failed" not in " ".join(finding.conclusion(imp, g, None, home=home))
+    # nor does a failure on default's leg alone
+    ok = finding.gate(pd.DataFrame([{**rows[0], "value": 3.0}, *rows[1:]]))
+    assert ok is not None and ok.passed
+    home.loc[0, "home_node_share_min"] = 1.0
+    assert "Why the take check failed" not in " ".join(finding.conclusion(imp, ok, None, home=home))
