@@ -28,6 +28,7 @@
  */
 #include "common.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,7 +43,7 @@ struct shared {
 	uint64_t *read_sums;	/* per worker */
 	int away[WL_MAX_NODES];	/* --start-away: the other nodes with CPUs */
 	int naway;		/* 0: workers start where fork placed them */
-	int away_failed;	/* a worker could not move or get its CPUs back */
+	int away_errno;		/* a worker could not move or get its CPUs back */
 };
 
 struct warg {
@@ -81,10 +82,11 @@ static void move_away(struct shared *s, int id, cpu_set_t *saved)
 	struct wl_thread_rec *r = &s->rec[id];
 	cpu_set_t set;
 
+	errno = 0;
 	if (sched_getaffinity(0, sizeof(*saved), saved) ||
 	    wl_node_cpus(s->away[id % s->naway], &set) ||
 	    sched_setaffinity(0, sizeof(set), &set)) {
-		__atomic_store_n(&s->away_failed, 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&s->away_errno, errno ? errno : ENOENT, __ATOMIC_RELAXED);
 		return;
 	}
 	wl_current_cpu_node(NULL, &r->node_away);
@@ -108,7 +110,7 @@ static void *worker(void *p)
 	 * otherwise bring it back beside its waker, the leader */
 	if (s->naway && s->rec[w->id].node_away >= 0 &&
 	    sched_setaffinity(0, sizeof(saved), &saved))
-		__atomic_store_n(&s->away_failed, 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&s->away_errno, errno, __ATOMIC_RELAXED);
 
 	for (k = 0; k < s->iters; k++) {
 		/* piece b of the own chunk, then piece b of the successor's */
@@ -211,8 +213,9 @@ int main(int argc, char **argv)
 	pthread_barrier_wait(&s.go);
 	started = wl_threads_join(&th, s.rec);
 	t2 = wl_now();
-	if (s.away_failed) {
-		perror("leader_ft: --start-away: sched_setaffinity");
+	if (s.away_errno) {	/* set by a worker: its errno, not ours */
+		fprintf(stderr, "leader_ft: --start-away: moving a worker: %s\n",
+			strerror(s.away_errno));
 		return WL_EX_RUNTIME;
 	}
 
