@@ -301,7 +301,8 @@ HOME_METRICS = ("start_home_share", "home_node_share", "home_node_load")
 
 def home_node_by_program(metrics: pd.DataFrame) -> pd.DataFrame:
     """Per policy, machine and program: start_home_share, home_node_share and
-    home_node_load (metrics.py) as mean, min and max over the runs. A
+    home_node_load (metrics.py) as mean, min and max over the runs, and the
+    number of runs. A
     leader-on-destination take needs a thread away from its leader's node and
     that node pulling: workers that start there (start share 1) and are never
     seen away (home share 1 in every run) leave nothing to take. Empty without
@@ -324,6 +325,7 @@ def home_node_by_program(metrics: pd.DataFrame) -> pd.DataFrame:
         for a in ("mean", "min", "max", "size"):
             if f"{m}_{a}" not in t.columns:
                 t[f"{m}_{a}"] = math.nan
+    t["runs"] = t[[f"{m}_size" for m in HOME_METRICS]].max(axis=1)
     return (
         t.reset_index()
         .sort_values(

@@ -320,6 +320,7 @@ def guest_metrics(g: GuestResults, mix: str) -> list[Row]:
     have_sampled = False
     kernel_totals: dict[str, float] = {}
     refused_totals: dict[str, float] = {}
+    nodes = len((g.run or {}).get("distances") or {})  # the SLIT's size
     for p in g.programs:
         name = str(p.get("name"))
         # a background program (load for the others) runs until it is stopped: not timed
@@ -359,7 +360,6 @@ def guest_metrics(g: GuestResults, mix: str) -> list[Row]:
         rr = remote_ratio_guest(tgs)
         if rr is not None:
             rows.append(("program", name, "remote_ratio_guest", rr))
-        nodes = len((g.run or {}).get("distances") or {})
         for metric, v in home_node(tgs, g.thread_groups, nodes).items():
             rows.append(("program", name, metric, v))
         res = p.get("result") or {}

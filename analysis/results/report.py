@@ -361,13 +361,9 @@ FINDING_METRICS = (
 )
 
 
-def _count(x: float) -> float:
-    return -1.0 if x != x else x
-
-
 def _mean_range(r: Any, metric: str) -> str:
     mean = getattr(r, f"{metric}_mean")
-    if mean != mean:
+    if math.isnan(mean):
         return "–"
     lo, hi = getattr(r, f"{metric}_min"), getattr(r, f"{metric}_max")
     return f"{_fmt(mean)} ({_fmt(lo)}-{_fmt(hi)})"
@@ -498,8 +494,7 @@ def finding_section(
                 ["policy", "machine", "program", "runs", "workers started on the leader's node",
                  "home-node share", "home-node load"],
                 [
-                    [r.policy, r.machine, r.program,
-                     int(max(r.start_home_share_size, r.home_node_share_size, key=_count)),
+                    [r.policy, r.machine, r.program, int(r.runs),
                      *[_mean_range(r, m) for m in finding.HOME_METRICS]]
                     for r in home.itertuples()
                 ],
