@@ -59,3 +59,27 @@ for f in sorted(mx.numa_factor.unique()):
             f"| {pol}, f = {f:g} | {n} | {cell} | {mean['remote_ratio']:.3f} | "
             f"{mean['ipc']:.3f} | {mean['llc_mpki']:.2f} | {runs(bal)} | {leader} |"
         )
+
+# The ranges the README's description quotes, from the same per-run values.
+rr = mx[mx.metric == "remote_ratio"]
+leaders = rr.policy.isin(["excl", "mbplus"])
+stock = rr.policy == "stock"
+lo, hi = rr[leaders].value.min(), rr[leaders].value.max()
+print(
+    f"\nremote ratio per run: excl/mbplus {lo:.2f}-{hi:.2f}, "
+    f"stock {rr[stock].value.min():.2f}-{rr[stock].value.max():.2f}"
+)
+ipc = mx[mx.metric == "ipc"].groupby(["numa_factor", "policy"]).value.mean()
+for f in sorted(mx.numa_factor.unique()):
+    gains = [100 * (ipc[(f, p)] / ipc[(f, "stock")] - 1) for p in ("excl", "mbplus")]
+    print(f"busy IPC over stock at f = {f:g}: excl {gains[0]:+.1f} %, mbplus {gains[1]:+.1f} %")
+xn = mx[mx.metric.isin(["migrations_balance_xnode", "migrations_active_balance_xnode"])]
+xn = xn.groupby(["policy", "numa_factor", "repeat"], observed=True).value.sum().reset_index()
+blind = ~xn.policy.isin(["excl", "mbplus", "stock"])
+lead = xn.policy.isin(["excl", "mbplus"])
+print(
+    f"cross-node balancing migrations per run: excl/mbplus mean {xn[lead].value.mean():.1f} "
+    f"({xn[lead].value.min():g}-{xn[lead].value.max():g}, n = {lead.sum()}); other policies "
+    f"mean {xn[blind].value.mean():.1f} ({xn[blind].value.min():g}-{xn[blind].value.max():g}, "
+    f"n = {blind.sum()})"
+)

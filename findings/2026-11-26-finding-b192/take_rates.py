@@ -22,7 +22,11 @@ p = (
     .reset_index()
 )
 g = p.groupby("mix").agg(
-    runs=("run_id", "size"), takes=("lb_taken_leader_dst", "sum"), roi_s=("sim_seconds", "sum")
+    runs=("run_id", "size"),
+    takes=("lb_taken_leader_dst", "sum"),
+    roi_s=("sim_seconds", "sum"),
+    roi_min_s=("sim_seconds", "min"),
+    roi_max_s=("sim_seconds", "max"),
 )
 g["per_100ms"] = g.takes / g.roi_s / 10
 print(g)
