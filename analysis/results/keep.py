@@ -225,6 +225,28 @@ def _write_frames(fr: Frames, dest: Path) -> None:
     tmp.rename(dest / "frames")
 
 
+def _refuse_to_drop(dest: Path, fr: Frames) -> None:
+    """Keeping into a finding whose frames hold done runs the inputs do not
+    would lose them silently (e.g. the inputs are a sweep that adopted only
+    some of them with --kept): ValueError naming them; give dest/frames as an
+    input too to keep them."""
+    old = dest / "frames"
+    if not is_frames_dir(old):
+        return
+    runs = read_frames(old).runs
+    lost = runs[(runs["state"] == "done") & ~runs["run_id"].isin(set(fr.runs["run_id"]))]
+    if len(lost):
+        names = ", ".join(
+            f"{r.policy} f={r.numa_factor:g} r{r['repeat']} ({str(r.run_id)[:16]})"
+            for _, r in lost.head(5).iterrows()
+        )
+        raise ValueError(
+            f"{old} holds {len(lost)} done run(s) the inputs do not ({names}"
+            f"{', ...' if len(lost) > 5 else ''}): keeping would lose them; give {old} "
+            "as an input too, or remove it to replace the finding"
+        )
+
+
 def keep(inputs: list[Path], dest: Path, command: str) -> Path:
     """One finding from one or more sweeps of the same study (e.g. a sweep and
     the points it was split into) and frames kept from earlier machines: their
@@ -238,6 +260,7 @@ def keep(inputs: list[Path], dest: Path, command: str) -> Path:
     fr, notes = merge_frames([(str(p), f) for p, f, _ in read])
     for n in notes:
         print(f"keep: {n}", file=sys.stderr)
+    _refuse_to_drop(dest, fr)
     dest.mkdir(parents=True, exist_ok=True)
     _write_frames(fr, dest)
     # the kept report is the one the frames alone give, so it regenerates exactly

@@ -48,3 +48,30 @@ def test_keep_refuses_a_directory_that_is_not_a_sweep(
     (tmp_path / "sweep.json").write_text("[1, 2]")
     assert keep.main([str(tmp_path), str(tmp_path / "d"), "--command", "x"]) == 2
     assert "not a JSON object" in capsys.readouterr().err
+
+
+def test_keep_refuses_to_drop_runs_the_finding_holds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Keeping a sweep that holds fewer runs into a finding lost the others
+    silently (2026-11-27: a pilot's default run, kept from another sweep)."""
+    sweep = tmp_path / "sweep"
+    shutil.copytree(FIX / "sweep-quick", sweep)
+    dest = tmp_path / "findings" / "quick"
+    assert keep.main([str(sweep), str(dest), "--command", "x"]) == 0
+    before = (dest / "frames" / "runs.parquet").read_bytes()
+    fewer = tmp_path / "fewer"
+    shutil.copytree(sweep, fewer)
+    m = json.loads((fewer / "sweep.json").read_text())
+    gone = sorted((fewer / "runs").iterdir())[0]
+    shutil.rmtree(gone)
+    m["runs"] = [r for r in m["runs"] if gone.name not in json.dumps(r)]
+    (fewer / "sweep.json").write_text(json.dumps(m))
+    capsys.readouterr()
+    assert keep.main([str(fewer), str(dest), "--command", "y"]) == 2
+    err = capsys.readouterr().err
+    assert "holds 1 done run(s) the inputs do not" in err and gone.name in err
+    assert (dest / "frames" / "runs.parquet").read_bytes() == before
+    # with the finding's own frames as an input, nothing is lost
+    assert keep.main([str(dest / "frames"), str(fewer), str(dest), "--command", "y"]) == 0
+    assert len(keep.read_frames(dest / "frames").runs) == 4
