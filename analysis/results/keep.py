@@ -6,7 +6,9 @@ where they came from (issue 15 item 5).
 An INPUT is a sweep output directory (runs/, sweep.json) or a frames directory
 kept earlier (runs.parquet, e.g. findings/OLD/frames: the runs a sweep on an
 earlier machine finished, see sweep/kept.py); their runs become one frame (a
-run id in two inputs: the later input's copy). A sweep's runs are those of its
+run id in two inputs: the later input's copy); done runs that findings/NAME's
+frames hold and the inputs do not stop it with an error (give its frames as
+an input too). A sweep's runs are those of its
 run directories and the kept runs it adopted (``run --kept``, sweep.json
 "kept"), read back from the frames directories it names. Writes
 ``findings/NAME/frames/{metrics,runs,errors}.parquet``, ``report.md`` (with

@@ -29,7 +29,6 @@ shown = [
     "schedstat_numa_passes",
 ]
 
-rows = []
 for _, n in new_runs.iterrows():
     o = old_runs[old_runs.point_id == n.point_id].iloc[0]
     a = old_m[old_m.run_id == o.run_id].set_index(key).value
