@@ -19,6 +19,8 @@ hands its result files back with m5
 writefile (``<outdir>/guest-<name>``, collected into ``<outdir>/guest/``) or,
 if that fails, on the serial console. ``roi.json`` records every exit event
 and the ROI ticks; the stats dump at the guest's workend is the ROI.
+``phases.json`` records the host and CPU seconds of every phase of the
+process (restore, startup, warmup, roi, handback, exit: numa_lb/phases.py).
 Exit status: 0 guest exited (or checkpoint written), 2 --max-sim-seconds
 reached, 1 anything else.
 """
@@ -26,6 +28,7 @@ reached, 1 anything else.
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import shutil
 import sys
@@ -53,6 +56,7 @@ from numa_lb.hammer_hierarchy import NumaHammerCacheHierarchy  # noqa: E402
 from numa_lb.kernel_cmdline import guest_args, image_boot  # noqa: E402
 from numa_lb.numa_board import NumaX86Board  # noqa: E402
 from numa_lb.options import add_topology_args, topology_or_exit  # noqa: E402
+from numa_lb.phases import PhaseClock  # noqa: E402
 from numa_lb.roi import BOOT_RECORD_NAME, RoiProtocol, checkpoint_tick  # noqa: E402
 from numa_lb.ruby_stats import reset_stats  # noqa: E402
 from numa_lb.topology import Topology, boot_mismatch  # noqa: E402
@@ -158,6 +162,8 @@ def main() -> None:
         check_restore(args.restore_checkpoint, topology)
     outdir = Path(m5.options.outdir)
     outdir.mkdir(parents=True, exist_ok=True)
+    # the restore phase runs from the process's start (its age from /proc)
+    phases = PhaseClock(outdir, tick=lambda: m5.curTick())
 
     boot, roi = CPU_TYPES[args.cpu_boot], CPU_TYPES[args.cpu_roi]
     if args.cpu_post_roi == "atomic" and (args.cpu_boot != "atomic" or boot == roi):
@@ -250,13 +256,24 @@ def main() -> None:
         after_roi=(lambda: back_to_boot_cpu(board, processor))
         if args.cpu_post_roi == "atomic"
         else None,
+        phase=phases.mark,
     )
     simulator = Simulator(board=board, on_exit_event=protocol.handlers(ExitEvent))
     if tick_limit is not None:
         simulator.set_max_ticks(tick_limit - start_tick)
     print("numa_run: " + json.dumps({k: record[k] for k in ("cpu_boot", "cpu_roi", "seed")}))
     print(f"numa_run: topology {json.dumps(topology.to_record())}", flush=True)
+    # registered before the first simulate() registers gem5's exit handlers
+    # (the exit stats dump): atexit runs them first, so "end" comes after them
+    atexit.register(phases.finish)
+    instantiate = getattr(simulator, "_instantiate", None)
+    if callable(instantiate):  # what run() does first (idempotent): the checkpoint loads here
+        instantiate()
+    else:  # another gem5: the instantiation falls into the startup phase
+        phases.record["startup_includes_instantiation"] = True
+    phases.mark("startup")
     simulator.run()
+    phases.mark("exit")
 
     print(
         f"numa_run: stopped at tick {m5.curTick()} in state {protocol.state.value}: "

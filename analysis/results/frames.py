@@ -48,6 +48,7 @@ from .metrics import (
     guest_metrics,
     sched_scale_label,
 )
+from .run_phases import PHASE_COLS, phase_columns
 
 RUN_COLS = [
     "run_id",
@@ -75,6 +76,9 @@ RUN_COLS = [
     "point_id",  # sha256 of the point alone (sweep/point.py point_id)
     "gem5_sha256",  # the gem5 binary's hash (None on qemu)
     "code_revision",  # canonical JSON of the provenance's code_revision
+    # host and CPU seconds per phase of the gem5 process (m5out/phases.json,
+    # run_phases.py; recorded since issue 38, NaN before)
+    *PHASE_COLS,
 ]
 DERIVED_METRICS = ("speedup", "improvement_pct")  # add_speedup's rows: pairs, not runs
 
@@ -285,6 +289,7 @@ def load_run(
         attempt=_number(st.get("attempt")),
     )
     rec.update(host_times(path, errors))
+    rec.update(phase_columns(path / "m5out", rec["gem5_host_s"], rec["gem5_cpu_s"], errors))
     if rec["state"] != "done":
         return rec, rows, errors
 

@@ -31,6 +31,16 @@ stats written), and it is the whole process's share applied to its parts. A
 cluster slot is billed by the wall clock, so the tool prints the wall-based
 projection beside the CPU-based one.
 
+Phases: a run recorded since issue 38 has its phases measured
+(``m5out/phases.json``, analysis/results/run_phases.py). For such a run
+``outside_s`` is its phases but the ROI, summed (``nonroi_cpu_s``, or
+``nonroi_host_s`` on the wall basis), and its ROI rate is its instructions
+over the ROI phase's seconds: no CPU share is applied, and the counter
+bridge's handler time stays in the ROI, where it grows with the ROI's length.
+The tool then also prints the ROI's seconds per simulated millisecond and the
+median of each phase. Runs without phases fall back to the figures above, and
+the output says how many runs that is.
+
 Target: the preset's runs (the spec expansion the driver would run) and its
 boot checkpoints (one per boot kernel x topology x SLIT). Host-hours = boots +
 sum of runs. Wall time on N nodes of S run slots each: the boots in parallel,
@@ -52,6 +62,7 @@ import pandas as pd
 from ..sweep.matrix import iter_points, resources_for
 from ..sweep.spec import SpecError, load_spec
 from .frames import Frames, build_frames, merge_frames, read_frames
+from .run_phases import PHASES
 
 
 @dataclass(frozen=True)
@@ -64,6 +75,9 @@ class Measured:
     cpu_runs: int = 0  # runs whose figures are CPU time (the rest: wall time)
     boots: int = 0  # boot checkpoints measured
     cpu_boots: int = 0  # ... of them at CPU seconds
+    phase_runs: int = 0  # runs whose outside-ROI time and ROI rate come from phases.json
+    roi_s_per_sim_ms: float | None = None  # median over those runs
+    phase_s: tuple[tuple[str, float], ...] = ()  # (phase, median seconds) over those runs
 
 
 def measure(dirs: list[Path], cpu: bool = True) -> Measured:
@@ -96,9 +110,12 @@ def measure(dirs: list[Path], cpu: bool = True) -> Measured:
     # bridge's handler time in the ROI) stays in the rest of the run
     roi_at_rate = {r: float(ins[r]) / float(ips[r]) for r in ips.index
                    if r in ins.index and ips[r] > 0}  # fmt: skip
+    phased = _phase_figures(done, ins, cpu)
     outside = [float(g5[r] - roi_at_rate.get(r, roi[r])) * share.get(r, 1.0)
-               for r in g5.index if r in roi.index]  # fmt: skip
-    ips = pd.Series({r: float(v) / share.get(r, 1.0) for r, v in ips.items()}, dtype=float)
+               for r in g5.index if r in roi.index and r not in phased]  # fmt: skip
+    outside += [f["outside"] for f in phased.values()]
+    ips = pd.Series({r: phased.get(r, {}).get("ips", float(v) / share.get(r, 1.0))
+                     for r, v in ips.items()}, dtype=float)  # fmt: skip
     if not per_cpu or not outside or ips.empty:
         raise ValueError("the measured runs lack checkpoint, gem5 or ROI host times")
     by_mix: dict[tuple[str, int], list[float]] = {}
@@ -114,7 +131,46 @@ def measure(dirs: list[Path], cpu: bool = True) -> Measured:
         cpu_runs,
         len(per_cpu),
         cpu_boots,
+        len(phased),
+        _median([f["per_ms"] for f in phased.values()]),
+        tuple(
+            (k, statistics.median(v))
+            for k in PHASES
+            if (v := [f[k] for f in phased.values() if k in f])
+        ),  # fmt: skip
     )
+
+
+def _phase_figures(done: pd.DataFrame, ins: pd.Series, cpu: bool) -> dict[str, dict[str, float]]:
+    """Per run with measured phases (run_phases.py): its outside-ROI seconds, ROI
+    instructions per second, ROI seconds per simulated ms and each phase's
+    seconds, on the CPU basis (CPU seconds where recorded) or the wall basis."""
+    if "nonroi_host_s" not in done:
+        return {}
+    out: dict[str, dict[str, float]] = {}
+    for r in done.to_dict("records"):
+        host_roi, per_ms = r.get("phase_roi_host_s"), r.get("roi_host_s_per_sim_ms")
+        if not (_positive(r.get("nonroi_host_s")) and _positive(host_roi)):
+            continue
+        use_cpu = cpu and _positive(r.get("nonroi_cpu_s")) and _positive(r.get("phase_roi_cpu_s"))
+        k = "cpu_s" if use_cpu else "host_s"
+        roi_s = float(r[f"phase_roi_{k}"])
+        f = {"outside": float(r[f"nonroi_{k}"])}
+        if r["run_id"] in ins.index and ins[r["run_id"]] > 0:
+            f["ips"] = float(ins[r["run_id"]]) / roi_s
+        if _positive(per_ms):
+            f["per_ms"] = roi_s / (float(host_roi) / float(per_ms))  # s / simulated ms
+        for name in PHASES:
+            v = r.get(f"phase_{name}_{k}")
+            if v is not None and math.isfinite(float(v)):
+                f[name] = float(v)
+        out[r["run_id"]] = f
+    return out
+
+
+def _median(v: list[float]) -> float | None:
+    v = [x for x in v if math.isfinite(x)]
+    return statistics.median(v) if v else None
 
 
 def load_measured(dirs: list[Path]) -> Frames:
@@ -186,6 +242,22 @@ def project(preset: str, m: Measured, given: dict[str, float], nodes: int,
                       sum(boot_s) / 3600, sum(run_s) / 3600, wall, nodes, wave)  # fmt: skip
 
 
+def phases_line(m: Measured, basis: str) -> str:
+    """The measured phases (ROI seconds per simulated ms, outside the ROI), or what
+    the figures fall back to when no run recorded them."""
+    old = ("outside the ROI = gem5 process minus the ROI at its instruction rate, ROI rate "
+           "from the ROI dump's hostSeconds")  # fmt: skip
+    if not m.phase_runs:
+        return (f"phases: no run recorded them (m5out/phases.json, runs before issue 38): "
+                f"{old}; no ROI seconds per simulated ms")  # fmt: skip
+    unit = "CPU s" if basis == "CPU" else "host s"
+    per_ms = "unknown" if m.roi_s_per_sim_ms is None else f"{m.roi_s_per_sim_ms:.2f}"
+    parts = ", ".join(f"{k} {v:.0f}" for k, v in m.phase_s if k != "roi")
+    rest = "" if m.phase_runs == m.runs else f"; the other {m.runs - m.phase_runs}: {old}"
+    return (f"phases ({m.phase_runs} of {m.runs} runs, median {unit}): ROI {per_ms} {unit} per "
+            f"simulated ms; outside the ROI {parts}" + rest)  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("measured", nargs="+", type=Path,
@@ -228,6 +300,7 @@ def main(argv: list[str] | None = None) -> int:
               f"per simulated CPU; outside the ROI {m.outside_s:.0f} s per run; ROI "
               f"{m.ips / 1e6:.3f} M inst/host s, i.e. {1e9 / m.ips / 3600:.2f} host-hours per "
               "10^9 ROI instructions")  # fmt: skip
+        print("  " + phases_line(m, b))
         for p in projs:
             left = (
                 f"; {p.unknown} run(s) without an instruction estimate left out"

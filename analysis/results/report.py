@@ -324,8 +324,9 @@ def cost_section(runs: pd.DataFrame | None, mx: pd.DataFrame) -> Section | None:
     s = Section("Cost on the host")
     speed = run_cost.sim_speed(mx)
     table = [[r.what, r.n, _fmt(r.median), _fmt(r.max), _fmt(r.total / 3600)] for r in rows]
-    if speed is not None:
-        table.append([speed.what, speed.n, _fmt(speed.median), _fmt(speed.max), "–"])
+    for rate in (speed, run_cost.roi_rate(runs)):  # rates: no total
+        if rate is not None:
+            table.append([rate.what, rate.n, _fmt(rate.median), _fmt(rate.max), "–"])
     s.items.append(
         Table(
             ["what", "n", "median (s)", "max (s)", "total (h)"],
@@ -336,6 +337,9 @@ def cost_section(runs: pd.DataFrame | None, mx: pd.DataFrame) -> Section | None:
     hours = run_cost.sweep_host_hours(runs)
     if hours is not None:
         s.paras.append(f"Sweep total: {hours:.2f} host-hours over {len(runs)} runs.")
+    note = run_cost.phases_note(runs)  # measured phases, or today's estimate
+    if note is not None:
+        s.paras.append(note)
     return s
 
 

@@ -146,6 +146,7 @@ class RoiProtocol:
         sample: Callable[[], None] | None = None,
         before_reset: Callable[[], None] | None = None,
         after_roi: Callable[[], None] | None = None,
+        phase: Callable[[str], None] | None = None,
     ) -> None:
         self._path = outdir / ROI_RECORD_NAME
         self._tick = tick
@@ -167,6 +168,9 @@ class RoiProtocol:
         self._before_reset = before_reset
         # called once after the ROI's statistics are dumped (the post-ROI CPU)
         self._after_roi = after_roi
+        # the phase clock (numa_lb/phases.py): told where warmup, roi and
+        # handback start; timing only, it changes no step of the protocol
+        self._phase = phase
         self.samples = 0
         self._switched = False
         self._warm_tick: int | None = None
@@ -187,6 +191,15 @@ class RoiProtocol:
             {"event": name, "tick": tick, "host_time_unix": round(time.time(), 3), **extra}
         )
         return tick
+
+    def _mark_phase(self, name: str) -> None:
+        """Open phase ``name`` (phases.json); a failure is recorded, never raised."""
+        if self._phase is None:
+            return
+        try:
+            self._phase(name)
+        except Exception as e:  # noqa: BLE001 - timing must not stop the run
+            self._event("phase_error", phase=name, error=f"{type(e).__name__}: {e}")
 
     def _set(self, state: RunState) -> None:
         self.record["state"] = state.value
@@ -221,6 +234,7 @@ class RoiProtocol:
             return True
         if wid == WARM_WORK_ID and name == "workbegin" and self.record["roi"] is None:
             self._switch_once()
+            self._mark_phase("warmup")
             self._warm_tick = self._event("warmup", work_id=wid, switched_cpus=self._switched)
             self._set(RunState.WARMUP)
             return True
@@ -247,6 +261,7 @@ class RoiProtocol:
                     self._event("bridge_error", error=f"{type(e).__name__}: {e}")
             self._switch_once()
             self._reset_stats()
+            self._mark_phase("roi")  # where the ROI dump's hostSeconds starts
             tick = self._event("workbegin", switched_cpus=self._switched)
             self.record["roi"] = {"begin_tick": tick, "end_tick": None}
             if self._warm_tick is not None:
@@ -260,6 +275,7 @@ class RoiProtocol:
                 yield False
                 continue
             tick = self._event("workend")
+            self._mark_phase("handback")  # the dump and the post-ROI CPU count here
             self._dump_stats()
             self.record["stats_dumps"] += 1
             roi = self.record.get("roi") or {"begin_tick": None}
