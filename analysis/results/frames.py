@@ -139,6 +139,7 @@ def read_frames(d: Path) -> Frames:
         for c in cols:
             if c not in got[name].columns:
                 got[name][c] = None
+    got["runs"][PHASE_COLS] = got["runs"][PHASE_COLS].astype(float)  # NaN before issue 38
     return Frames(**got)
 
 
@@ -496,6 +497,7 @@ def build_frames(
             cols[c].extend(r[i] for r in rows)
     metrics = add_speedup(tidy_metrics(pd.DataFrame(cols)))
     runs_df = pd.DataFrame(runs, columns=RUN_COLS)
+    runs_df[PHASE_COLS] = runs_df[PHASE_COLS].astype(float)  # NaN where a run has no phases
     errors_df = pd.DataFrame(err_rows, columns=["run_id", "dir", "source", "message"])
     return Frames(metrics, runs_df, errors_df)
 
