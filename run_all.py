@@ -12,6 +12,7 @@
     ./run_all.py bench [--runs 10000] [--from RUN_DIR]
     ./run_all.py calibrate results/calibration [--check]   # NUMA-factor table (gem5)
     ./run_all.py bench-machine [--cores 1,2,4]   # gem5 boot s and ROI speed vs one socket
+    ./run_all.py bench-run --from RUN_DIR --old GEM5_A --new GEM5_B   # per-phase host s
     ./run_all.py presets
 
 The first line of `run` names the backend. Exit codes of `run`: 0 every run
@@ -33,7 +34,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-COMMANDS = ("run", "status", "report", "bench", "bench-machine", "calibrate", "presets", "worker")
+COMMANDS = (
+    "run", "status", "report", "bench", "bench-machine", "bench-run", "calibrate", "presets",
+    "worker",
+)  # fmt: skip
 EXIT_USAGE = 2
 MAX_JOBS = 1024
 
@@ -233,6 +237,17 @@ def parser() -> argparse.ArgumentParser:
     bm.add_argument("--gem5", help="gem5.opt binary (default: $GEM5)")
     bm.add_argument("--out", type=Path, help="work directory (default: a temp dir)")
 
+    br = sub.add_parser(
+        "bench-run", help="gem5: one run's point two ways from one checkpoint, host s per phase"
+    )
+    br.add_argument("--from", dest="run_dir", type=Path, help="a gem5 run dir: the point")
+    br.add_argument("--old", help="old gem5 binary (default: $GEM5)")
+    br.add_argument("--new", help="new gem5 binary (default: $GEM5)")
+    br.add_argument("--old-args", default="", help="extra run-script arguments, old run")
+    br.add_argument("--new-args", default="", help="extra run-script arguments, new run")
+    br.add_argument("--checkpoint", type=Path, help="boot checkpoint (default: the run's)")
+    br.add_argument("--out", type=Path, help="work directory (default: a temp dir)")
+
     c = sub.add_parser("calibrate", help="link latency -> NUMA factor table from a gem5 sweep")
     c.add_argument("out", type=Path, help="output dir of the calibration (or -check) preset")
     c.add_argument("--check", action="store_true", help="requested vs measured factor, +-5 %%")
@@ -313,6 +328,10 @@ def main(argv: list[str] | None = None) -> int:
         from analysis.results.machine_bench import main as machine_bench_main
 
         return machine_bench_main(a.gem5, a.cores, a.pf_off, a.out)
+    if a.command == "bench-run":
+        from analysis.results.run_bench import main as bench_run_main
+
+        return bench_run_main(a.run_dir, a.old, a.new, a.old_args, a.new_args, a.checkpoint, a.out)
     if a.command == "calibrate":
         from analysis.results.calibration import main as calibrate_main
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..sweep.backends import children_cpu_s
 from .gem5stats import core_counters, parse_stats_file, roi_dump, roi_dump_index
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,21 +61,23 @@ def mix(ncpus: int) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _gem5(gem5: str, outdir: Path, args: list[str], log: Path) -> tuple[int, float]:
-    t0 = time.monotonic()
+def gem5_process(gem5: str, outdir: Path, args: list[str], log: Path) -> tuple[int, float, float]:
+    """Run ``gem5 --outdir=OUTDIR configs/numa_run.py ARGS`` (no shell), output to
+    ``log``: (exit code, wall seconds, CPU seconds of the gem5 process)."""
+    t0, cpu0 = time.monotonic(), children_cpu_s()
     with open(log, "w") as f:
         rc = subprocess.run(
             [gem5, f"--outdir={outdir}", str(RUN_SCRIPT), *args],
             stdout=f, stderr=subprocess.STDOUT, check=False,
         ).returncode  # fmt: skip
-    return rc, time.monotonic() - t0
+    return rc, time.monotonic() - t0, children_cpu_s() - cpu0
 
 
 def measure(gem5: str, m: Machine, kernel: Path, image: Path, work: Path) -> dict[str, Any]:
     base = work / m.label
     base.mkdir(parents=True, exist_ok=True)
     common = [*m.args(), "--kernel", str(kernel), "--disk-image", str(image)]
-    rc, boot_s = _gem5(
+    rc, boot_s, _ = gem5_process(
         gem5, base / "boot", [*common, "--take-checkpoint", str(base / "cpt")], base / "boot.log"
     )
     if rc != 0:
@@ -82,7 +85,7 @@ def measure(gem5: str, m: Machine, kernel: Path, image: Path, work: Path) -> dic
     job = base / "job.json"
     job.write_text(json.dumps(mix(m.sockets * m.cores_per_socket)))
     args = [*common, "--job", str(job), "--restore-checkpoint", str(base / "cpt")]
-    rc, run_s = _gem5(gem5, base / "run", args, base / "run.log")
+    rc, run_s, _ = gem5_process(gem5, base / "run", args, base / "run.log")
     if rc != 0:
         raise RuntimeError(f"{m.label}: ROI run failed (exit {rc}), see {base / 'run.log'}")
     m5out = base / "run"
