@@ -47,7 +47,8 @@ from numa_lb.qemu import cpulist, guest_topology, qemu_args  # noqa: E402
 from numa_lb.topology import Topology  # noqa: E402 - one machine description (configs/)
 
 GUEST = HERE / "guest"
-POLICIES = ("default", "tm", "mb", "bce", "mbplus", "excl_base", "excl")
+POLICIES = ("default", "tm", "mb", "bce", "mbplus", "excl_base", "excl",
+            "null", "mbplus_ff", "excl_ff")  # fmt: skip
 STAT_FIELDS = (
     "attempts",
     "visited",
@@ -65,6 +66,8 @@ STAT_FIELDS = (
     "detach_ns",
     "unfit",  # patch 0015: ranked, left for the imbalance
     "pass_max_ns",  # patch 0016; a maximum, not a counter
+    "pinned_late",  # patch 0018: pinned looks after a movable task
+    "fallback_taken",  # patch 0020: moved by mbplus_ff/excl_ff's first fit
 )
 # /proc/<pid>/numa_lb_migrations, in file order
 MIGRATION_KEYS = (
@@ -99,7 +102,8 @@ SYSCTL_WRITES = {
 KMSG_TAIL = re.compile(r"\[\s*\d+\.\d{6}\].*$")
 SPLAT = re.compile(
     r"WARNING:|BUG:|possible circular locking|inconsistent lock state|"
-    r"KASAN|Kernel panic|Oops|Call Trace|Bad numa_rss|Bad numa_lb_threads|Bad rss-counter|UBSAN"
+    r"KASAN|Kernel panic|Oops|Call Trace|Bad numa_rss|Bad numa_lb_threads|Bad rss-counter|UBSAN|"
+    r"self-detected stall|detected stalls on CPUs"
 )
 
 
@@ -279,9 +283,12 @@ def boot(
     topo: Topology | None = None,
     timeout: int = 600,
     extra_append: str = "",
+    crowd: list[str] | tuple[str, ...] = (),
 ) -> GuestRun:
+    """Boot the test guest: each of @policies under the stress @mix for @seconds,
+    then the crowd checks (init.sh) under each policy of @crowd."""
     topo = topo or guest_topology()
-    unknown = [p for p in policies if p not in POLICIES]
+    unknown = [p for p in [*policies, *crowd] if p not in POLICIES]
     if unknown:
         raise ValueError(f"unknown policy {unknown}; allowed: {', '.join(POLICIES)}")
     if not re.fullmatch(r"\d+:\d+(,\d+:\d+)*", mix):
@@ -290,6 +297,8 @@ def boot(
         f"numa_lb_test.policies={','.join(policies)} numa_lb_test.mix={mix} "
         f"numa_lb_test.seconds={seconds} {extra_append}"
     )
+    if crowd:
+        append += f" numa_lb_test.crowd={','.join(crowd)}"
     return boot_initramfs(bzimage, append, topo, timeout)
 
 
@@ -366,7 +375,7 @@ def migration_problems(run: GuestRun, policies: list[str]) -> list[str]:
     """/proc/<pid>/numa_lb_migrations: access rules, per-program checks, and
     the programs' cross-node moves against the policy counters."""
     bad = []
-    for f in ("numa_lb_migrations", "numa_lb_threads", "numa_maps"):
+    for f in ("numa_lb_migrations", "numa_lb_threads", "numa_rss", "numa_maps"):
         if run.access.get(f) != {"open": "EACCES", "held": "ok"}:
             bad.append(
                 f"/proc/1/{f} as nobody: {run.access.get(f)} (want EACCES at open, "
@@ -444,7 +453,31 @@ def thread_count_problems(run: GuestRun) -> list[str]:
     return bad
 
 
-def problems(run: GuestRun, policies: list[str], topo: Topology) -> list[str]:
+# The crowd checks: a CPU stuck in a balancing softirq shows as a hang or a
+# long gap in the 10 ms wake-ups of a task on another CPU; TCG with 8 vCPUs on
+# a loaded 2-core host stretches a normal gap to a few hundred ms.
+CROWD_MAX_GAP_MS = 5000
+
+
+def crowd_problems(run: GuestRun, crowd: list[str]) -> list[str]:
+    """Each crowd policy: the pinned crowd (more tasks than the balancer's window,
+    none movable) and the free one (nr_migrate 64) ran to the end, no long gap."""
+    bad = []
+    for p in crowd:
+        for mode in ("pinned", "free"):
+            recs = [s for s in run.stress if s["tag"] == f"crowd-{mode}-{p}"]
+            if len(recs) != 1:
+                bad.append(f"crowd {mode} under {p}: {len(recs)} reports")
+                continue
+            r = recs[0]
+            if r.get("ok") != "1" or float(r.get("max_gap_ms", "inf")) > CROWD_MAX_GAP_MS:
+                bad.append(f"crowd {mode} under {p}: {r}")
+    return bad
+
+
+def problems(
+    run: GuestRun, policies: list[str], topo: Topology, crowd: list[str] | tuple[str, ...] = ()
+) -> list[str]:
     """Every check of the kernel's QEMU test, as readable failures."""
     bad = []
     if not run.done:
@@ -485,6 +518,7 @@ def problems(run: GuestRun, policies: list[str], topo: Topology) -> list[str]:
             bad.append(f"numa_rss invariant failed: {s}")
     bad += accounting_problems(run)
     bad += migration_problems(run, policies)
+    bad += crowd_problems(run, list(crowd))
     if run.splats():
         bad.append("kernel splat:\n" + "\n".join(run.splats()[:40]))
     return bad
@@ -494,7 +528,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     topo = guest_topology()
     policies = args.policies.split(",")
     kdir = Path(args.kernel) if args.kernel else kernel_dir(args.variant)
-    run = boot(kdir / "bzImage", policies, args.mix, args.seconds, topo)
+    crowd = [c for c in args.crowd.split(",") if c]
+    run = boot(kdir / "bzImage", policies, args.mix, args.seconds, topo, crowd=crowd)
     if args.console_out:
         Path(args.console_out).write_text(run.console)
     print(
@@ -507,9 +542,17 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"  {p:10s} " + " ".join(f"{k}={v}" for k, v in run.delta(p).items()))
     for z in run.zombies():
         print(f"  {z['tag']:12s} " + " ".join(f"{k}={z.get(k)}" for k in MIGRATION_KEYS))
+    for s in run.stress:
+        if s["tag"].startswith("crowd-"):
+            print(f"  {s['tag']:20s} " + " ".join(f"{k}={v}" for k, v in s.items() if k != "tag"))
+    for c in crowd:
+        under = f"crowd-{c}"
+        if under in run.stats_after and c in run.stats_after[under]:
+            b, a = run.stats_before[under][c], run.stats_after[under][c]
+            print(f"  {under:20s} " + " ".join(f"{k}={a[k] - b[k]}" for k in STAT_FIELDS))
     if run.numabal:
         print(f"  numa balancing: {run.numabal}")
-    bad = problems(run, policies, topo)
+    bad = problems(run, policies, topo, crowd)
     for b in bad:
         print(f"FAIL: {b}")
     print("qemu_check: " + ("ok" if not bad else f"{len(bad)} problem(s)"))
@@ -523,7 +566,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
     ncpus = topo.ncpus
     # 4 multithreaded programs + 8 single-threaded: >= 8 runnable per CPU.
     mix = ",".join(["16:16"] * 4 + ["1:4"] * 8)
-    run = boot(kdir / "bzImage", list(POLICIES), mix, args.seconds, topo, timeout=1800)
+    nrm = f"numa_lb_test.nr_migrate={args.nr_migrate}" if args.nr_migrate else ""
+    run = boot(
+        kdir / "bzImage", list(POLICIES), mix, args.seconds, topo, timeout=1800, extra_append=nrm
+    )
+    if args.nr_migrate and run.sysctl.get("nr_migrate") != str(args.nr_migrate):
+        print(f"qemu_check: sched/nr_migrate not set: {run.sysctl.get('nr_migrate')}")
+        return 1
     if args.console_out:
         Path(args.console_out).write_text(run.console)
     bad = problems(run, list(POLICIES), topo)
@@ -534,6 +583,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     print(
         f"# overhead: {run.kernel}, QEMU TCG {ncpus} vCPUs in {topo.sockets} nodes, "
         f"{runnable} workers ({runnable / ncpus:.0f} per CPU), {args.seconds} s per policy, "
+        f"sched/nr_migrate {args.nr_migrate or 'default (32)'}, "
         f"{time.strftime('%Y-%m-%d')}"
     )
     print(
@@ -687,6 +737,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     sub.choices["run"].add_argument("--policies", default=",".join(POLICIES))
     sub.choices["run"].add_argument("--mix", default="6:16,4:16,3:8,1:4,1:4")
+    sub.choices["bench"].add_argument(
+        "--nr-migrate",
+        type=int,
+        default=0,
+        help="sched/nr_migrate (debugfs) for the whole boot: the window a balancing pass "
+        "looks at (default: the kernel's 32)",
+    )
+    sub.choices["run"].add_argument(
+        "--crowd",
+        default="",
+        help="policies to run the crowd checks under (comma-separated; init.sh: more "
+        "tasks on CPU 0 than the balancer's window, pinned and free)",
+    )
     args = ap.parse_args(argv)
     if args.cmd == "faultbench":
         return cmd_faultbench(args)

@@ -22,6 +22,12 @@ if [ -n "$faultbench" ]; then
 	# Which policies this kernel offers: stock has no sysctl, nokmlb
 	# refuses the RSS-based ones (and says why in the kernel log).
 	sysctl=/proc/sys/kernel/sched_numa_lb_policy
+# The balancer's window (sched/nr_migrate, debugfs) for the whole run, if given
+nr_migrate=$(arg numa_lb_test.nr_migrate)
+if [ -n "$nr_migrate" ]; then
+	echo "$nr_migrate" > /sys/kernel/debug/sched/nr_migrate
+	echo "SYSCTL nr_migrate=$(cat /sys/kernel/debug/sched/nr_migrate)"
+fi
 	for p in default tm mb bce mbplus excl_base excl; do
 		if [ ! -e $sysctl ]; then res=absent
 		elif err=$( { echo $p > $sysctl; } 2>&1 ); then res=ok
@@ -68,9 +74,9 @@ echo "SYSCTL unprivileged=$(/bin/numa_lb_stress unpriv-write $sysctl) after_unpr
 echo "SYSCTL write_newline=$(/bin/numa_lb_stress sysctl-write $sysctl newline) after_newline=$(cat $sysctl)"
 echo default > $sysctl
 echo "SYSCTL reset=$(cat $sysctl)"
-# numa_lb_migrations and numa_lb_threads take numa_maps' access check, at
-# open time
-for f in numa_lb_migrations numa_lb_threads numa_maps; do
+# numa_lb_migrations, numa_lb_threads and numa_rss take numa_maps' access
+# check, at open time
+for f in numa_lb_migrations numa_lb_threads numa_rss numa_maps; do
 	echo "ACCESS file=$f $(/bin/numa_lb_stress unpriv-read /proc/1/$f)"
 done
 echo "ACCESS file=after_exec $(/bin/numa_lb_stress exec-read)"
@@ -87,6 +93,24 @@ for p in $policies; do
 	wait
 	sed "s/^/STATS_AFTER $p /" /proc/sched_numa_lb_stats
 done
+
+# The balancing pass's bounds (patch 0018), under each policy of
+# numa_lb_test.crowd: more tasks on CPU 0 than the balancer's window of 32,
+# first all pinned there (nothing may move: loop_max and LBF_ALL_PINNED
+# must end each pass), then free to move with sched/nr_migrate at 64 (a
+# pass looks in two chunks of 32)
+nrm=/sys/kernel/debug/sched/nr_migrate
+for p in $(arg numa_lb_test.crowd); do
+	echo "$p" > $sysctl
+	sed "s/^/STATS_BEFORE crowd-$p /" /proc/sched_numa_lb_stats
+	/bin/numa_lb_stress crowd 48 pinned "$seconds" "crowd-pinned-$p"
+	nr_migrate=$(cat $nrm)
+	echo 64 > $nrm
+	/bin/numa_lb_stress crowd 72 free "$seconds" "crowd-free-$p"
+	echo "$nr_migrate" > $nrm
+	sed "s/^/STATS_AFTER crowd-$p /" /proc/sched_numa_lb_stats
+done
+echo default > $sysctl
 
 # kMLB's counts against the pages' real nodes: move_pages, migrate_pages,
 # copy-on-write, a fork and thread storm, munmap (NUMA balancing off); the

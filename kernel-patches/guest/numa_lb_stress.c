@@ -23,6 +23,19 @@
  *   numa_lb_stress unpriv-read <proc file>
  *   numa_lb_stress exec-read
  *   numa_lb_stress accounting <tag>
+ *   numa_lb_stress crowd <tasks> <pinned|free> <seconds> <tag>
+ *
+ * crowd starts <tasks> spinning processes on CPU 0.  pinned: they stay
+ * pinned there, so every balancer that pulls from CPU 0 finds nothing it
+ * may move (more of them than the load balancer's window of 32 exercises
+ * its loop bound and LBF_ALL_PINNED).  free: once all are queued on CPU 0
+ * their affinity is widened to every CPU, so balancing passes find more
+ * tasks on one runqueue than the window (set sched/nr_migrate to 64 to
+ * make a pass look in two chunks).  Meanwhile the parent, on the last
+ * CPU, sleeps 10 ms at a time and reports the longest gap between its
+ * wake-ups (a CPU stuck in a balancing softirq shows as a long gap or a
+ * hang), and for free, how many CPUs the tasks ended on:
+ * "STRESS <tag> crowd tasks=N mode=M max_gap_ms=G cpus_used=C ok=0|1".
  *
  * numa-pages: one thread touches the data, then pins itself to a CPU of
  * another node and reads it for the given time (NUMA balancing, if on,
@@ -717,6 +730,83 @@ struct stress_args {
 
 static int stress(void *arg);
 
+static int pin_to(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	return sched_setaffinity(0, sizeof(set), &set);
+}
+
+static int crowd(int ntasks, int pinned, int seconds)
+{
+	int ncpu = sysconf(_SC_NPROCESSORS_ONLN), i, used = 0, ok;
+	int go[2], ready[2], where[2];
+	double end, t, last, gap = 0;
+	char c, *seen;
+	pid_t *pids;
+
+	if (ncpu < 2 || pipe(go) || pipe(ready) || pipe(where))
+		return 1;
+	pids = calloc(ntasks, sizeof(*pids));
+	seen = calloc(ncpu, 1);
+	if (!pids || !seen || pin_to(ncpu - 1))
+		return 1;
+	end = now() + seconds;
+	for (i = 0; i < ntasks; i++) {
+		pids[i] = fork();
+		if (pids[i] < 0)
+			return 1;
+		if (!pids[i]) {
+			cpu_set_t all;
+			int cpu;
+
+			if (pin_to(0))
+				_exit(1);
+			c = 1;
+			if (write(ready[1], &c, 1) != 1 || read(go[0], &c, 1) != 1)
+				_exit(1);
+			if (!pinned) {
+				CPU_ZERO(&all);
+				for (cpu = 0; cpu < ncpu; cpu++)
+					CPU_SET(cpu, &all);
+				sched_setaffinity(0, sizeof(all), &all);
+			}
+			while (now() < end)
+				;
+			c = sched_getcpu();
+			_exit(write(where[1], &c, 1) != 1);
+		}
+	}
+	for (i = 0; i < ntasks; i++)
+		if (read(ready[0], &c, 1) != 1)
+			return 1;
+	c = 1;
+	for (i = 0; i < ntasks; i++)
+		if (write(go[1], &c, 1) != 1)
+			return 1;
+	last = now();
+	while ((t = now()) < end) {
+		if (t - last > gap)
+			gap = t - last;
+		last = t;
+		usleep(10000);
+	}
+	for (i = 0; i < ntasks; i++) {
+		if (read(where[0], &c, 1) == 1 && c >= 0 && c < ncpu && !seen[(int)c]) {
+			seen[(int)c] = 1;
+			used++;
+		}
+		waitpid(pids[i], NULL, 0);
+	}
+	/* pinned: all on CPU 0; free: spread beyond it */
+	ok = pinned ? used == 1 && seen[0] : used > 1;
+	printf("STRESS %s crowd tasks=%d mode=%s max_gap_ms=%.0f cpus_used=%d ok=%d\n",
+	       tag, ntasks, pinned ? "pinned" : "free", gap * 1000, used, ok);
+	return !ok;
+}
+
 static int numa_pages_body(void *arg)
 {
 	const struct stress_args *a = arg;
@@ -1210,6 +1300,15 @@ int main(int argc, char **argv)
 	if (argc == 3 && !strcmp(argv[1], "accounting")) {
 		tag = argv[2];
 		return run_forked(accounting, NULL);
+	}
+	if (argc == 6 && !strcmp(argv[1], "crowd")) {
+		int ntasks = atoi(argv[2]), seconds = atoi(argv[4]);
+
+		tag = argv[5];
+		if (ntasks <= 0 || ntasks > 512 || seconds <= 0 ||
+		    (strcmp(argv[3], "pinned") && strcmp(argv[3], "free")))
+			return 2;
+		return crowd(ntasks, !strcmp(argv[3], "pinned"), seconds);
 	}
 	if (argc == 5 && !strcmp(argv[1], "numa-pages")) {
 		a.mib = strtoul(argv[2], NULL, 10);

@@ -3,7 +3,7 @@ without kMLB (nokmlb), each booted once under QEMU with the page-fault
 benchmark boot of the test initramfs.
 
 stock has no policy sysctl; nokmlb refuses tm, mb, bce and mbplus with
-EINVAL and one kernel log line each, and takes default, excl_base, excl.
+EINVAL and one kernel log line each, and takes default, excl_base, excl, excl_ff, null.
 Both run the fault benchmark to the end with a clean console.
 """
 
@@ -34,6 +34,8 @@ def test_policies_offered_and_refused(variant_run: tuple[str, qemu_check.GuestRu
             "default",
             "excl_base",
             "excl",
+            "excl_ff",
+            "null",
         }
 
 

@@ -48,6 +48,9 @@ def test_numa_lb_suite_passes(kunit_output: str) -> None:
         "numa_lb_bce_huge_counts",
         "numa_lb_score_order",
         "numa_lb_no_candidate",
+        "numa_lb_null_is_first_fit",
+        "numa_lb_ff_fallback",
+        "numa_lb_ff_rules_first",
     ],
 )
 def test_case_ran_and_passed(kunit_output: str, case: str) -> None:

@@ -10,6 +10,8 @@ from numa_lb.qemu import cpulist, guest_topology
 from qemu_check import MIGRATION_KEYS, POLICIES, SYSCTL_WRITES
 
 TOPO = guest_topology()
+# the stock loop, the policy pass as first fit, and a policy with leader rules
+CROWD = ("default", "null", "excl")
 
 
 def _boot(variant: str) -> qemu_check.GuestRun:
@@ -17,7 +19,13 @@ def _boot(variant: str) -> qemu_check.GuestRun:
     # The debug kernel (KASAN, lockdep) is several times slower under TCG.
     seconds = 3 if variant == "release" else 4
     return qemu_check.boot(
-        kdir / "bzImage", list(POLICIES), "6:16,4:16,3:8,1:4,1:4", seconds, TOPO, timeout=1500
+        kdir / "bzImage",
+        list(POLICIES),
+        "6:16,4:16,3:8,1:4,1:4",
+        seconds,
+        TOPO,
+        timeout=1500,
+        crowd=CROWD,
     )
 
 
@@ -93,7 +101,7 @@ def test_policy_switches_and_selects_across_nodes(guest: qemu_check.GuestRun, po
     assert d["active_leader"] <= d["active_moved"], d
     if policy != "default":
         assert d["evaluated"] + d["taken_leader_dst"] > 0, d
-    if policy in ("tm", "mb", "bce", "excl_base"):
+    if policy in ("tm", "mb", "bce", "excl_base", "null"):
         # no leader rules: nothing is skipped by them
         assert d["skipped_leader"] == d["skipped_leader_src"] == d["skipped_seen"] == 0, d
     # only the policy in force counts
@@ -231,3 +239,15 @@ def test_thread_counts_are_zero_at_exit_and_right_after_a_join(
     joined = [s for s in guest.stress if s.get("check") == "threads_joined"]
     assert len(joined) == 5 * len(POLICIES)
     assert all(s["file"] == s["real"] for s in joined), joined
+
+
+def test_crowd_larger_than_the_window_ends_every_pass(guest: qemu_check.GuestRun) -> None:
+    """48 tasks pinned to CPU 0 (nothing movable: each pass must end at loop_max)
+    and 72 free ones with sched/nr_migrate 64 (two chunks a pass): the guest
+    keeps running, the free ones spread, and the policy passes look at no more
+    than nr_migrate tasks each."""
+    assert qemu_check.crowd_problems(guest, list(CROWD)) == []
+    for p in CROWD:
+        b, a = guest.stats_before[f"crowd-{p}"][p], guest.stats_after[f"crowd-{p}"][p]
+        d = {k: a[k] - b[k] for k in ("attempts", "visited")}
+        assert d["attempts"] > 0 and d["visited"] <= 64 * d["attempts"], (p, d)
