@@ -15,8 +15,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 DPI = 80
-POLICY_ORDER = ["stock", "default", "tm", "mb", "bce", "mbplus", "excl_base", "excl", "autonuma",
-                "imar", "imar2", "devil", "plb"]  # fmt: skip
+POLICY_ORDER = ["stock", "default", "null", "tm", "mb", "bce", "mbplus", "mbplus_ff", "excl_base",
+                "excl", "excl_ff", "autonuma", "imar", "imar2", "devil", "plb"]  # fmt: skip
 
 
 _CYCLE = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
