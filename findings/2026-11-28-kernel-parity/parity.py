@@ -1,0 +1,92 @@
+"""Kernel parity (issue 43 item 4): the NUMA level's schedstat counts of the
+policy pass run as first fit (null) against the stock loop (default), and of
+the patched kernel's default against the unmodified kernel (stock).
+
+Run from the repository root:
+    python3 findings/2026-11-28-kernel-parity/parity.py [FRAMES_DIR]
+(default: findings/2026-11-28-kernel-parity/frames). For each count: mean and
+SD per policy over the repeats, and the difference of means with its Welch
+95 % interval. Pre-stated rule: two policies agree on a count when that
+interval contains 0. Counts are per run (the mix is the same); per ROI second
+too, since a run's length can differ.
+"""
+
+import math
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+sys.path.insert(0, ".")  # run from the repository root: the analysis package
+from analysis.results.metrics import t975  # noqa: E402
+
+COUNTS = [
+    "schedstat_numa_passes",
+    "schedstat_numa_balanced",
+    "schedstat_numa_failed",
+    "schedstat_numa_gained",
+    "schedstat_numa_imbalance",
+    "schedstat_numa_no_busiest",
+]
+PAIRS = [("null", "default"), ("default", "stock")]
+
+
+def welch(a: pd.Series, b: pd.Series) -> tuple[float, float, float]:
+    """Difference of means a - b and its Welch 95 % interval."""
+    d = a.mean() - b.mean()
+    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+    se = math.sqrt(va + vb)
+    if se == 0:
+        return d, d, d
+    dof = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    h = t975(max(1, math.floor(dof))) * se  # Welch's df, rounded down
+    return d, d - h, d + h
+
+
+def main(frames: Path) -> int:
+    m = pd.read_parquet(frames / "metrics.parquet")
+    mx = m[m.entity_type.astype(str) == "mix"]
+    mx = mx.assign(policy=mx.policy.astype(str), metric=mx.metric.astype(str))
+    if "numa_balancing" in mx.columns:
+        groups = sorted(mx.numa_balancing.unique())
+    else:
+        groups = [None]
+    for nb in groups:
+        g = mx if nb is None else mx[mx.numa_balancing == nb]
+        wide = g.pivot_table(index=["policy", "repeat"], columns="metric", values="value")
+        elapsed = wide["elapsed_s"]
+        print(f"\n## numa_balancing = {nb}\n")
+        pols = [p for p in ("stock", "default", "null") if p in wide.index.get_level_values(0)]
+        print(
+            "| count | "
+            + " | ".join(f"{p} (n, mean +- SD)" for p in pols)
+            + " | "
+            + " | ".join(f"{a} - {b} [95 % CI]" for a, b in PAIRS)
+            + " |"
+        )
+        print("|---" * (1 + len(pols) + len(PAIRS)) + "|")
+        for per_s in (False, True):
+            for c in COUNTS + ["elapsed_s"]:
+                if c not in wide.columns or (per_s and c == "elapsed_s"):
+                    continue
+                col = wide[c] / elapsed if per_s else wide[c]
+                cells = []
+                for p in pols:
+                    v = col.loc[p].dropna()
+                    cells.append(f"{len(v)}, {v.mean():.1f} +- {v.std(ddof=1):.1f}")
+                diffs = []
+                for a, b in PAIRS:
+                    if a in pols and b in pols:
+                        d, lo, hi = welch(col.loc[a].dropna(), col.loc[b].dropna())
+                        agree = "agree" if lo <= 0 <= hi else "DIFFER"
+                        diffs.append(f"{d:+.1f} [{lo:+.1f}, {hi:+.1f}] {agree}")
+                    else:
+                        diffs.append("–")
+                name = f"{c} per s" if per_s else c
+                print(f"| {name} | " + " | ".join(cells) + " | " + " | ".join(diffs) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    default = Path("findings/2026-11-28-kernel-parity/frames")
+    sys.exit(main(Path(sys.argv[1]) if len(sys.argv) > 1 else default))
