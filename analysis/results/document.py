@@ -143,7 +143,8 @@ def to_markdown(secs: list[Section], img_dir: str) -> str:
                     out.append("| " + " | ".join(md_text(c) for c in r) + " |")
                 out.append("")
             elif isinstance(it, Figure):
-                out.append(f"![{md_text(it.caption)}]({img_dir}/{it.name}.png)\n")
+                out.append(f"![{md_text(it.name)}]({img_dir}/{it.name}.png)\n")
+                out.append(f"*{md_text(it.caption)}*\n")
             else:
                 out.append(f"{md_text(it)}\n")
     return "\n".join(out)

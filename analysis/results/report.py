@@ -32,7 +32,7 @@ import pandas as pd
 
 from ..sweep.backends import CAVEATS
 from ..sweep.spec import DEFAULT_WARMUP_S
-from . import finding, plots, run_cost
+from . import finding, forest, plots, run_cost
 from .daemons import daemon_section
 from .document import (  # noqa: F401 - the document model, re-exported for callers
     CSS,
@@ -229,7 +229,7 @@ def build(
     fs = finding_section(mx, qemu_note, fr.metrics)
     if fs:
         secs.append(fs)
-    secs.append(fig11(rmx, ref, qemu_note))
+    secs.append(fig11(rmx, ref, qemu_note, family(mx, ref)))
     s12 = fig12(rmx, ref, qemu_note)
     if s12:
         secs.append(s12)
@@ -587,8 +587,47 @@ def paper_comparison(
     )
 
 
-def fig11(rmx: pd.DataFrame, ref: dict[str, Any], note: str) -> Section:
-    s = Section("Fig. 11 view: elapsed time, standard deviation and improvement vs threads")
+def runs_note(d: pd.DataFrame) -> str:
+    """Which runs rows @d come from, for a caption: how many, of how many
+    policies, and the repeats per point."""
+    el = d[d["metric"] == "elapsed_s"] if "metric" in d.columns else d
+    el = d if el.empty else el  # counters only (Fig. 13): any row names its run
+    if el.empty or "run_id" not in el.columns:
+        return "no runs"
+    per = el.drop_duplicates("run_id").groupby(
+        [c for c in ["policy", *CONFIG_COLS] if c in el.columns], dropna=False, observed=True
+    ).size()  # fmt: skip
+    lo, hi = int(per.min()), int(per.max())
+    reps = f"{lo}" if lo == hi else f"{lo}-{hi}"
+    npol = el["policy"].astype(str).nunique()
+    return (
+        f"{el['run_id'].nunique()} runs, {npol} polic{'y' if npol == 1 else 'ies'}, "
+        f"{reps} repeat{'' if hi == 1 else 's'} per point"
+    )
+
+
+def shape_label(ref: dict[str, Any]) -> str:
+    """cfg_label without the NUMA factor: backend, machine shape, mix."""
+    shape = f"{ref.get('sockets')}x{ref.get('cores_per_socket')}"
+    return f"{ref.get('backend')} {shape} {ref.get('mix')}"
+
+
+def family(mx: pd.DataFrame, ref: dict[str, Any]) -> pd.DataFrame:
+    """The rows of @mx in the reference configuration at every NUMA factor
+    (or link latency) and thread count: what a forest plot compares."""
+    return select(mx, {k: v for k, v in ref.items() if k not in ("numa_factor", "link_latency")})
+
+
+FOREST_BELOW = 3  # fewer thread counts than this: the Fig. 11 view is a forest plot
+
+
+def fig11(
+    rmx: pd.DataFrame, ref: dict[str, Any], note: str, fam: pd.DataFrame | None = None
+) -> Section:
+    """Fig. 11: lines over the thread counts; with fewer than FOREST_BELOW
+    of them a line has no slope to show, so the improvement is a forest plot
+    of policy x NUMA factor over @fam (family()) instead."""
+    threads = sorted(int(t) for t in rmx["threads"].unique())
     el = summarize(rmx[rmx["metric"] == "elapsed_s"], ["policy", "threads"])
     imp = improvement_summary(rmx, ["policy", "threads"])
     m = el.merge(
@@ -598,38 +637,72 @@ def fig11(rmx: pd.DataFrame, ref: dict[str, Any], note: str) -> Section:
         on=["policy", "threads"],
         how="left",
     )
-    s.items.append(
-        Figure(
-            plots.lines_vs(
-                m,
-                "threads",
-                [
-                    ("mean", "mean elapsed (s)", "ci95"),
-                    ("std", "stdev of elapsed (s)", ""),
-                    ("imp", f"improvement over {baseline_name(rmx)} (%)", "imp_ci"),
-                ],
-                f"{cfg_label(ref)}{note}",
-            ),
-            f"Fig. 11 view, {cfg_label(ref)}{note}",
-            "fig11",
+    no_repeats = bool(m["std"].isna().all())
+    if len(threads) < FOREST_BELOW:
+        fam = rmx if fam is None else fam
+        b = baseline_name(fam)
+        s = Section(f"Fig. 11 view as a forest plot: improvement over {b} per policy and machine")
+        s.paras.append(
+            f"These runs have {len(threads)} thread count{'' if len(threads) == 1 else 's'} "
+            f"({', '.join(map(str, threads))}); Fig. 11's lines over the thread counts would "
+            "put every policy on one x position, so the improvement is shown per policy and "
+            "NUMA factor (or link latency), with its paired 95 % interval."
         )
-    )
+        ff = forest.forest_figure(
+            fam[fam["metric"].isin(["elapsed_s", "improvement_pct"])],
+            b,
+            f"{shape_label(ref)} at every NUMA factor, {runs_note(fam)}{note}",
+            "fig11_forest",
+            title=f"{shape_label(ref)} t={'/'.join(map(str, threads))}{note}",
+        )
+        if ff is None:
+            s.paras.append(f"No improvement to show: no policy run has a {b} partner run.")
+        else:
+            s.items.extend(ff)
+    else:
+        s = Section("Fig. 11 view: elapsed time, standard deviation and improvement vs threads")
+        panels = [("mean", "mean elapsed (s)", "ci95")]
+        if not no_repeats:
+            panels.append(("std", "stdev of elapsed (s)", ""))
+        panels.append(("imp", f"improvement over {baseline_name(rmx)} (%)", "imp_ci"))
+        s.items.append(
+            Figure(
+                plots.lines_vs(m, "threads", panels, f"{cfg_label(ref)}{note}"),
+                "Fig. 11 view: mean elapsed time (error bar: 95 % CI)"
+                + ("" if no_repeats else ", its standard deviation")
+                + f" and the improvement over {baseline_name(rmx)} per thread count, one line "
+                f"per policy. Runs: {cfg_label(ref)}, {runs_note(rmx)}{note}.",
+                "fig11",
+            )
+        )
+    if no_repeats:
+        s.paras.append("Standard deviation: not drawn, no repeats (one run per point).")
     pols = plots.order_policies(list(m["policy"].astype(str).unique()))
+    ts = sorted(m["threads"].unique())
     rows = []
-    for t in sorted(m["threads"].unique()):
-        row: list[Any] = [int(t)]
-        for p in pols:
+    for p in pols:  # a row per policy: a column per policy overflows the page
+        row: list[Any] = [p]
+        for t in ts:
             r = m[(m["policy"] == p) & (m["threads"] == t)]
             if r.empty:
                 row.append("–")
                 continue
             r0 = r.iloc[0]
-            cell = f"{_fmt(r0['mean'])} s (sd {_fmt(r0['std'])})"
+            cell = f"{_fmt(r0['mean'])} s" + ("" if no_repeats else f" (sd {_fmt(r0['std'])})")
             if not pd.isna(r0["imp"]):
                 cell += f", {r0['imp']:+.1f} %"
             row.append(cell)
         rows.append(row)
-    s.items.append(Table(["threads", *pols], rows, "mean elapsed (stdev), improvement" + note))
+    s.items.append(
+        Table(
+            ["policy", *[f"{int(t)} threads" for t in ts]],
+            rows,
+            f"{cfg_label(ref)}: mean elapsed"
+            + ("" if no_repeats else " (stdev)")
+            + f", improvement over {baseline_name(rmx)}"
+            + note,
+        )  # fmt: skip
+    )
     return s
 
 
@@ -649,7 +722,9 @@ def fig12(rmx: pd.DataFrame, ref: dict[str, Any], note: str) -> Section | None:
             plots.grouped_bars(
                 t, f"improvement over {baseline_name(rmx)} (%)", f"{cfg_label(ref)}{note}", e
             ),
-            f"Fig. 12 view{note}",
+            f"Fig. 12 view: improvement over {baseline_name(rmx)} of each policy of the pairs "
+            f"MB/MB+ and Excl_base/Excl per thread count (error bar: 95 % CI over paired "
+            f"repeats). Runs: {cfg_label(ref)}, {runs_note(rmx[rmx['policy'].isin(pol)])}{note}.",
             "fig12",
         )
     )
@@ -678,10 +753,14 @@ FIG13 = [
 
 
 def fig13(rmx: pd.DataFrame, t_ref: int, ref: dict[str, Any]) -> Section:
+    """Fig. 13: one bar panel per counter that some policy has non-zero; a
+    counter that is zero (or absent) for every policy is named in words, not
+    drawn as an empty panel."""
     s = Section(f"Fig. 13 view: counters per policy at {t_ref} threads")
     d = rmx[(rmx["threads"] == t_ref) & rmx["metric"].isin(FIG13)]
     summ = summarize(d, ["metric", "policy"])
     panels: dict[str, pd.Series] = {}
+    zero: list[str] = []
     rows = []
     pols = plots.order_policies(list(rmx["policy"].astype(str).unique()))
     for m in FIG13:
@@ -690,7 +769,11 @@ def fig13(rmx: pd.DataFrame, t_ref: int, ref: dict[str, Any]) -> Section:
             if METRICS[m].gem5_only and ref["backend"] != "gem5":
                 rows.append([METRICS[m].label, *["n/a (gem5 only)"] * len(pols)])
             continue
-        panels[METRICS[m].label] = sm["mean"].reindex([p for p in pols if p in sm.index])
+        means = sm["mean"].reindex([p for p in pols if p in sm.index])
+        if (means.fillna(0) == 0).all():
+            zero.append(METRICS[m].label)
+        else:
+            panels[METRICS[m].label] = means
         rows.append(
             [
                 METRICS[m].label,
@@ -701,10 +784,14 @@ def fig13(rmx: pd.DataFrame, t_ref: int, ref: dict[str, Any]) -> Section:
         s.items.append(
             Figure(
                 plots.small_multiples_bars(panels, f"{cfg_label(ref)} t={t_ref}"),
-                "Fig. 13 view (means over repeats)",
+                f"Fig. 13 view: mean over repeats of each counter per policy (a policy "
+                f"without a bar has no value for it). Runs: {cfg_label(ref)} t={t_ref}, "
+                f"{runs_note(d)}.",
                 "fig13",
             )
         )
+    if zero:
+        s.paras.append(f"All zero under every policy (not drawn): {', '.join(zero)}.")
     s.items.append(Table(["metric", *pols], rows, "mean ± 95 % CI over repeats"))
     return s
 
@@ -725,17 +812,22 @@ def fig14(rm: pd.DataFrame, t_ref: int, ref: dict[str, Any], note: str) -> Secti
     s.items.append(
         Figure(
             plots.grouped_bars(t, "mean elapsed (s)", f"{cfg_label(ref)}{note}"),
-            f"Fig. 14a view: mean elapsed per program{note}",
+            f"Fig. 14a view: mean elapsed time of each program of the mix (its own start "
+            f"to exit) per policy. Runs: {cfg_label(ref)} t={t_ref}, {runs_note(d)}{note}.",
             "fig14a",
         )
     )
-    s.items.append(
-        Figure(
-            plots.grouped_bars(sd, "stdev of elapsed (s)", f"{cfg_label(ref)}{note}"),
-            "Fig. 14b view: standard deviation per program",
-            "fig14b",
+    if sd.isna().all().all():
+        s.paras.append("Fig. 14b (standard deviation per program): not drawn, no repeats.")
+    else:
+        s.items.append(
+            Figure(
+                plots.grouped_bars(sd, "stdev of elapsed (s)", f"{cfg_label(ref)}{note}"),
+                "Fig. 14b view: standard deviation of each program's elapsed time over "
+                f"repeats, per policy. Runs: {cfg_label(ref)} t={t_ref}, {runs_note(d)}.",
+                "fig14b",
+            )
         )
-    )
     if not sp.empty:
         spt = sp.pivot(index="entity", columns="policy", values="mean")
         spt = spt.reindex(columns=[p for p in pols if p in spt.columns])
@@ -743,21 +835,37 @@ def fig14(rm: pd.DataFrame, t_ref: int, ref: dict[str, Any], note: str) -> Secti
             s.items.append(
                 Figure(
                     plots.grouped_bars(spt - 1.0, "speedup − 1", f"{cfg_label(ref)}{note}"),
-                    f"Fig. 14c view: speedup over {bname} per program{note}",
+                    f"Fig. 14c view: speedup of each program over {bname} (t_{bname} / "
+                    f"t_policy, paired by repeat) minus 1, per policy. Runs: {cfg_label(ref)} "
+                    f"t={t_ref}, {runs_note(d)}{note}.",
                     "fig14c",
                 )
             )
+    no_rep = bool(sd.isna().all().all())
     rows = []
-    for prog in t.index:
-        row: list[Any] = [prog]
+    for prog in t.index:  # a row per program and policy: a column per policy overflows
         for p in pols:
-            cell = f"{_fmt(t.loc[prog, p])} s (sd {_fmt(sd.loc[prog, p])})"
+            if pd.isna(t.loc[prog, p]):
+                continue
             r = sp[(sp["entity"] == prog) & (sp["policy"] == p)]
-            if not r.empty:
-                cell += f", x{r.iloc[0]['mean']:.3f}"
-            row.append(cell)
-        rows.append(row)
-    s.items.append(Table(["program", *pols], rows, "mean elapsed (stdev), speedup" + note))
+            row: list[Any] = [prog, p, f"{_fmt(t.loc[prog, p])} s"]
+            if not no_rep:
+                row.append(f"{_fmt(sd.loc[prog, p])} s")
+            row.append(f"x{r.iloc[0]['mean']:.3f}" if not r.empty else "–")
+            rows.append(row)
+    s.items.append(
+        Table(
+            [
+                "program",
+                "policy",
+                "mean elapsed",
+                *([] if no_rep else ["stdev"]),
+                f"speedup over {bname}",
+            ],
+            rows,
+            f"{cfg_label(ref)}: per program, mean over repeats{note}",
+        )  # fmt: skip
+    )
     return s
 
 
@@ -768,12 +876,15 @@ def heatmaps(mx: pd.DataFrame, ref: dict[str, Any]) -> Section:
     d = d[not_baseline(d)]
     nfs = sorted(d["numa_factor"].dropna().unique())
     cps = sorted(d["cores_per_socket"].unique())
-    if len(nfs) < 2 and len(cps) < 2:
+    if len(nfs) < 2 or len(cps) < 2:
+        # a heatmap of one row or column is a bar chart without bars
         s.paras.append(
-            "Not drawn: these runs vary neither the NUMA factor nor the cores per "
-            f"socket (f: {', '.join(f'{x:g}' for x in nfs) or '–'}; cores/socket: "
-            f"{', '.join(str(c) for c in cps)})."
-        )
+            "Not drawn: a heatmap needs at least 2 NUMA factors x 2 core counts per socket; "
+            f"these runs have f: {', '.join(f'{x:g}' for x in nfs) or '–'} and cores/socket: "
+            f"{', '.join(str(c) for c in cps) or '–'}"
+            + (" (the improvement per factor is the Fig. 11 view's forest plot)." if len(nfs) > 1
+               else ".")
+        )  # fmt: skip
         return s
     s.paras.append(
         f"{ref['backend']}, {ref['sockets']} sockets, mix {ref['mix']}: mean improvement "
@@ -787,7 +898,10 @@ def heatmaps(mx: pd.DataFrame, ref: dict[str, Any]) -> Section:
         s.items.append(
             Figure(
                 plots.heatmap(g, f"{pol}: improvement %", "cores per socket", "NUMA factor"),
-                f"{pol}",
+                f"{pol}: mean improvement over {baseline_name(d)} (%) per NUMA factor (rows) "
+                f"and cores per socket (columns), over threads and repeats. Runs: "
+                f"{ref['backend']} {ref['sockets']} sockets, mix {ref['mix']}, "
+                f"{runs_note(d[d['policy'] == pol])}.",
                 f"heat_{pol}",
             )
         )

@@ -1,0 +1,145 @@
+"""Issue 42: figures, sections and tables that fit the runs they show.
+
+Inputs are real: tests/fixtures/sweep-quick-vmstat (the quick preset, QEMU, one
+repeat), tests/fixtures/sweep-quick (the same with two repeats) and the frames
+kept in findings/2026-11-26-finding-b192 (gem5, one thread count, three NUMA
+factors, three repeats).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis.results import finding, plots
+from analysis.results.forest import Contrast, forest_figure, forest_frame
+from analysis.results.frames import build_frames, read_frames
+from analysis.results.report import write_report, write_report_from_frames
+
+ROOT = Path(__file__).resolve().parents[2]
+QUICK = ROOT / "tests" / "fixtures" / "sweep-quick-vmstat"  # one repeat
+QUICK2 = ROOT / "tests" / "fixtures" / "sweep-quick"  # two repeats
+B192 = ROOT / "findings" / "2026-11-26-finding-b192" / "frames"
+
+
+def _mix(metrics: pd.DataFrame) -> pd.DataFrame:
+    return metrics[metrics["entity_type"] == "mix"]
+
+
+def _section(md: str, title: str) -> str:
+    part = md.split("\n## " + title, 1)
+    assert len(part) == 2, f"no section {title!r}"
+    return part[1].split("\n## ", 1)[0]
+
+
+@pytest.fixture(scope="module")
+def quick_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("quick")
+    write_report([QUICK], out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def b192_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("b192")
+    write_report_from_frames(B192, out)
+    return out
+
+
+# ------------------------------------------------------------------ forest
+def test_forest_numbers_are_the_paired_summary_of_finding() -> None:
+    mx = _mix(read_frames(B192).metrics)
+    f = forest_frame(mx, [Contrast("excl", "f=1.6")])
+    ref = finding.improvement_by_factor(mx)
+    assert len(f) == len(ref) == 12
+    merged = f.merge(ref, on=["policy", "machine"], suffixes=("", "_ref"))
+    for col in ("mean", "ci95_lo", "ci95_hi", "n"):
+        assert (merged[col] - merged[f"{col}_ref"]).abs().max() < 1e-12
+    assert f[f["marked"]][["policy", "machine"]].values.tolist() == [["excl", "f=1.6"]]
+    # a pair by hand: excl at f=1.6, stock vs excl per repeat
+    el = mx[(mx["metric"] == "elapsed_s") & ((mx["numa_factor"] - 1.6).abs() < 1e-9)]
+    t = el.pivot_table(index="repeat", columns="policy", values="value")
+    imp = (t["stock"] / t["excl"] - 1) * 100
+    row = f[(f["policy"] == "excl") & (f["machine"] == "f=1.6")].iloc[0]
+    assert row["mean"] == pytest.approx(imp.mean())
+    half = 4.303 * imp.std(ddof=1) / math.sqrt(3)  # t(0.975, 2)
+    assert row["ci95_hi"] - row["mean"] == pytest.approx(half)
+
+
+def test_forest_with_one_pair_gives_no_interval_and_says_so() -> None:
+    mx = _mix(build_frames([QUICK]).metrics)
+    fig_table = forest_figure(mx, "default", "2 runs")
+    assert fig_table is not None
+    fig, table = fig_table
+    assert fig.png.startswith(b"\x89PNG")
+    assert "One pair per point: no interval" in fig.caption and "Runs: 2 runs" in fig.caption
+    assert table.rows == [["excl", "f=1.6", "+5.25 %", "no interval (1 pair)", 1, "no"]]
+
+
+def test_forest_marks_the_preregistered_contrast_only() -> None:
+    mx = _mix(read_frames(B192).metrics)
+    fig, table = forest_figure(mx, "stock", "runs", marked=[Contrast("mbplus", "f=2.5")])  # type: ignore[misc]
+    marked = [r for r in table.rows if "pre-registered" in r[0]]
+    assert [r[1] for r in marked] == ["f=2.5"] and marked[0][0].startswith("mbplus")
+    assert "pre-registered contrast" in fig.caption
+    # unmarked: no word of it
+    _, plain = forest_figure(mx, "stock", "runs")  # type: ignore[misc]
+    assert not any("pre-registered" in str(c) for r in plain.rows for c in r)
+
+
+def test_forest_keeps_thread_counts_apart() -> None:
+    mx = _mix(build_frames([QUICK2]).metrics)
+    two = pd.concat([mx, mx.assign(threads=6)], ignore_index=True)
+    f = forest_frame(two)
+    assert sorted(f["machine"]) == ["f=1.6 t=3", "f=1.6 t=6"]
+    assert set(f["n"]) == {2}  # two repeats each, never pooled into four
+
+
+def test_forest_plot_draws_rows_without_intervals() -> None:
+    rows = [
+        {"group": "f=1.6", "label": "excl", "mean": 1.0, "lo": -1.0, "hi": 3.0, "n": 3,
+         "marked": True},
+        {"group": "f=1.6", "label": "mbplus", "mean": 2.0, "lo": math.nan, "hi": math.nan,
+         "n": 1, "marked": False},
+    ]  # fmt: skip
+    assert plots.forest(rows, "improvement (%)", "t").startswith(b"\x89PNG")
+
+
+# ------------------------------------------------------------------ figures in the report
+def test_quick_report_has_a_forest_plot_and_no_empty_panels(quick_report: Path) -> None:
+    md = (quick_report / "report.md").read_text()
+    files = {p.name for p in (quick_report / "report_files").iterdir()}
+    assert "fig11_forest.png" in files and "fig11.png" not in files
+    assert "fig14b.png" not in files  # one repeat: no standard deviation to draw
+    assert not any(f.startswith("heat_") for f in files)  # one cell
+    f11 = _section(md, "Fig. 11 view as a forest plot")
+    assert "Standard deviation: not drawn, no repeats" in f11
+    assert "no interval (1 pair)" in f11
+    assert "(sd –)" not in md
+    f13 = _section(md, "Fig. 13 view")
+    assert re.search(r"All zero under every policy \(not drawn\): page migrations", f13)
+    assert "Fig. 14b (standard deviation per program): not drawn, no repeats." in md
+    heat = _section(md, "Improvement vs NUMA factor")
+    assert "needs at least 2 NUMA factors x 2 core counts" in heat
+    # every figure has a caption saying what it shows and on which runs
+    for cap in re.findall(r"!\[[^\]]*\]\([^)]*\)\n\n\*([^\n]*)\*", md):
+        assert "Runs: " in cap, cap
+
+
+def test_gem5_finding_report_fits_its_runs(b192_report: Path) -> None:
+    md = (b192_report / "report.md").read_text()
+    files = {p.name for p in (b192_report / "report_files").iterdir()}
+    assert "fig11_forest.png" in files and "fig11.png" not in files
+    assert not any(f.startswith("heat_") for f in files)  # 3 factors x 1 core count
+    f11 = _section(md, "Fig. 11 view as a forest plot")
+    assert "45 runs, 9 policies, 3 repeats per point" in f11
+    assert "| excl | f=1.6 | -0.50 % | \\[-4.34, +3.35\\] | 3 | no |" in f11
+    f13 = _section(md, "Fig. 13 view")
+    assert "All zero under every policy (not drawn): migrations by active balance, page " in f13
+    assert "fig14b.png" in files  # three repeats: a standard deviation
+    heat = _section(md, "Improvement vs NUMA factor")
+    assert "f: 1.1, 1.6, 2.5 and cores/socket: 2" in heat and "forest plot" in heat
