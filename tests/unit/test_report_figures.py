@@ -143,3 +143,34 @@ def test_gem5_finding_report_fits_its_runs(b192_report: Path) -> None:
     assert "fig14b.png" in files  # three repeats: a standard deviation
     heat = _section(md, "Improvement vs NUMA factor")
     assert "f: 1.1, 1.6, 2.5 and cores/socket: 2" in heat and "forest plot" in heat
+
+
+# ------------------------------------------------------------------ sections
+def test_quick_report_leads_with_counts_and_has_no_finding_section(quick_report: Path) -> None:
+    md = (quick_report / "report.md").read_text()
+    assert "## First finding" not in md and "Go/no-go gate" not in md
+    assert "Not shown: the first-finding section" in md
+    head = _section(md, "Headline")
+    assert head.startswith(": what the kernel did per policy (counts)")
+    # the counts come before the improvement, which says it has no interval
+    assert head.index("counter (mean per run)") < head.index("Improvement = ")
+    assert "one pair per policy, so no 95 % CI (it needs at least 2 repeats)" in head
+    assert "mean ± 95 % CI" not in head
+
+
+def test_gem5_finding_keeps_its_finding_section(b192_report: Path) -> None:
+    md = (b192_report / "report.md").read_text()
+    assert "## First finding" in md and "Not shown" not in md
+    head = _section(md, "Headline")
+    assert head.startswith(": improvement over stock") and "mean ± 95 % CI over the pairs" in head
+
+
+def test_finding_section_needs_repeats_or_a_control() -> None:
+    from analysis.results.report import finding_unfilled  # noqa: PLC0415
+
+    mx = _mix(read_frames(B192).metrics)
+    assert finding_unfilled(mx) is None
+    one = mx[mx["repeat"] == 0]
+    assert finding_unfilled(one) == "one repeat per point, so no improvement has a 95 % interval"
+    old_kernel = _mix(build_frames([QUICK2]).metrics)  # two repeats, no per-process counters
+    assert "counters were not measured" in str(finding_unfilled(old_kernel))
