@@ -67,9 +67,11 @@ def pm(mean: float, ci: float, pct: bool = False) -> str:
 
 
 # ------------------------------------------------------------------ render
-CSS = """body{font-family:sans-serif;max-width:1200px;margin:2em auto;color:#222}
-table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:13px}
-td,th{border:1px solid #ccc;padding:3px 6px;text-align:left;vertical-align:top}
+CSS = """body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}
+table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:13px;max-width:100%}
+td,th{border:1px solid #ccc;padding:3px 6px;text-align:left;vertical-align:top;
+overflow-wrap:anywhere}
+img{max-width:100%;height:auto}
 th{background:#eee} caption{caption-side:top;text-align:left;font-style:italic;padding:3px}
 figure{margin:1em 0} figcaption{font-style:italic;font-size:13px} .warn{color:#a00;font-weight:bold}
 """
@@ -110,21 +112,29 @@ def to_html(secs: list[Section]) -> str:
 
 _MD_SPECIAL = re.compile(r"[\\`*\[\]|#~]")
 _MD_EDGE_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+_MD_TAG_START = re.compile(r"<(?=[A-Za-z/!?])")  # what would open a tag, comment or autolink
+_MD_ENTITY = re.compile(r"&(?=#?[A-Za-z0-9]+;)")  # what would be read as an entity
 
 
 def md_text(v: Any) -> str:
     """Any text for report.md: strings from specs and runs (mix, policy, program
-    names, notes, errors) must not become markup there either.
+    names, notes, errors) must not become markup there either, and the file
+    must read as plain text too.
 
-    HTML's special characters become entities (viewers render Markdown as HTML:
-    a raw <script> would be live); Markdown's own (backslash, backtick, *, [, ],
-    |, #, ~ and word-edge _) are backslash-escaped; newlines become spaces, so
-    no string can start a block of its own. Intra-word _ (excl_base) stays.
+    Only what a Markdown viewer would read as HTML becomes an entity: a < that
+    would open a tag, comment or autolink (&lt;; so a raw <script> is never
+    live) and an & that would start an entity reference (&amp;); "Chiang & Su"
+    and ">= 50" stay as they are. Markdown's own characters (backslash,
+    backtick, *, [, ], |, #, ~, word-edge _, a leading >) are backslash-escaped;
+    newlines become spaces, so no string can start a block of its own.
+    Intra-word _ (excl_base) stays.
     """
-    s = html.escape(_fmt(v), quote=False)
+    s = _MD_ENTITY.sub("&amp;", _fmt(v))
+    s = _MD_TAG_START.sub("&lt;", s)
     s = _MD_SPECIAL.sub(lambda m: "\\" + m.group(0), s)
     s = _MD_EDGE_UNDERSCORE.sub(r"\\_", s)
-    return " ".join(s.splitlines())
+    s = " ".join(s.splitlines())
+    return "\\" + s if s.startswith(">") else s
 
 
 def to_markdown(secs: list[Section], img_dir: str) -> str:

@@ -32,7 +32,7 @@ import pandas as pd
 
 from ..sweep.backends import CAVEATS
 from ..sweep.spec import DEFAULT_WARMUP_S
-from . import finding, forest, plots, run_cost
+from . import finding, forest, glossary, plots, run_cost
 from .daemons import daemon_section
 from .document import (  # noqa: F401 - the document model, re-exported for callers
     CSS,
@@ -209,6 +209,7 @@ def build(
                 f"Unsuccessful runs ({len(bad)}; first 200)",
             )
         )
+    st.paras.extend(glossary.mix_glossary(runs))  # what tiny, lft, pft stand for
     secs.append(st)
 
     if mx.empty:
@@ -229,6 +230,7 @@ def build(
     why_not = finding_unfilled(mx)
     fs = finding_section(mx, qemu_note, fr.metrics) if why_not is None else None
     if fs:
+        fs.paras[:0] = glossary.mix_glossary(runs)
         secs.append(fs)
     elif why_not is not None and why_not != NO_GATE:
         head.paras.append(
@@ -241,7 +243,9 @@ def build(
         secs.append(s12)
     t_ref = ref_threads(threads)
     secs.append(fig13(rmx, t_ref, ref))
-    secs.append(fig14(select(fr.metrics, ref), t_ref, ref, qemu_note))
+    s14 = fig14(select(fr.metrics, ref), t_ref, ref, qemu_note)
+    s14.paras[:0] = glossary.mix_glossary(runs, [str(ref["mix"])])
+    secs.append(s14)
     secs.append(heatmaps(mx, ref))
     secs.append(best_worst(mx))
     ds = daemon_section(mx, runs)  # the user-level policies beside the kernel ones
@@ -304,26 +308,64 @@ def cost_section(runs: pd.DataFrame | None, mx: pd.DataFrame) -> Section | None:
     return s
 
 
-FINDING_METRICS = (
-    "cross_node_migrations",
-    "migrations_balance_xnode",
-    "remote_ratio",
-    "ipc",
-    "llc_mpki",
-    "lb_attempts",
-    "lb_migrated",
-    "lb_taken_leader_dst",
-    "lb_skipped_leader_src",
-    "lb_picked_none",
-    "lb_active_moved",
-    "schedstat_numa_passes",
-    "schedstat_numa_passes_newidle",
-    "schedstat_numa_balanced",
-    "schedstat_numa_gained",
-    "thread_refused_hot",
-    "thread_refused_running",
-    "thread_forced_hot",
-)
+# The per-run means of the finding section, a table per topic (one table of
+# 18 counters ran past the page); what each name means, where none is in METRICS.
+FINDING_TABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Task migrations", ("cross_node_migrations", "migrations_balance_xnode", "lb_migrated")),
+    ("Memory and CPU (gem5)", ("remote_ratio", "ipc", "llc_mpki")),
+    ("The kernel's cross-node balancing decisions (kMLB counters, all tasks)",
+     ("lb_attempts", "lb_migrated", "lb_taken_leader_dst", "lb_skipped_leader_src",
+      "lb_picked_none", "lb_active_moved")),
+    ("NUMA-level balancing (schedstat, all tasks)",
+     ("schedstat_numa_passes", "schedstat_numa_passes_newidle", "schedstat_numa_balanced",
+      "schedstat_numa_gained")),
+    ("Balancer refusals of the programs' worker threads",
+     ("thread_refused_hot", "thread_refused_running", "thread_forced_hot")),
+)  # fmt: skip
+FINDING_METRICS = tuple(dict.fromkeys(m for _, ms in FINDING_TABLES for m in ms))
+LB_LABELS = {  # kernel-patches 0009 and 0012, /proc/sched_numa_lb_stats
+    "lb_attempts": "cross-node balance passes",
+    "lb_taken_leader_dst": "leader-on-destination takes",
+    "lb_skipped_leader_src": "leader-on-source skips",
+    "lb_picked_none": "passes that moved nothing",
+    "lb_active_moved": "tasks moved by active balance",
+}
+
+
+def metric_label(m: str) -> str:
+    """A column header: the metric's label (METRICS, LB_LABELS) and its name."""
+    label = LB_LABELS.get(m) or (METRICS[m].label if m in METRICS else m)
+    return f"{label} ({m})" if label != m else m
+
+
+def per_run_means(mx: pd.DataFrame) -> list[Table | str]:
+    """FINDING_TABLES as tables of per-run means per policy and machine, each
+    only with the counters the runs have (QEMU runs have no remote ratio, IPC
+    or MPKI: no table promises them)."""
+    present = set(mx["metric"].astype(str))
+    have = [m for m in FINDING_METRICS if m in present]
+    if not have:
+        return []
+    sub = mx[mx["metric"].isin(have)]
+    t = summarize(
+        sub.assign(machine=finding.machines_with_mix(sub)), ["policy", "machine", "metric"]
+    )
+    vals: dict[tuple[str, str], dict[str, float]] = {}
+    for (pol, m_), gg in t.groupby(["policy", "machine"], dropna=False, observed=True):
+        vals[(str(pol), str(m_))] = dict(zip(gg["metric"].astype(str), gg["mean"], strict=False))
+    keys = sorted(vals, key=lambda k: (finding.machine_order(k[1]), plots.order_policies([k[0]])))
+    out: list[Table | str] = []
+    for title, ms in FINDING_TABLES:
+        cols = [m for m in ms if m in present]
+        if not cols:
+            continue
+        rows = [[pol, m_, *[_fmt(vals[(pol, m_)].get(m, math.nan)) for m in cols]]
+                for pol, m_ in keys]  # fmt: skip
+        out.append(Table(["policy", "machine", *map(metric_label, cols)], rows,
+                         f"Per-run means: {title}"))  # fmt: skip
+    if {"lb_migrated", "cross_node_migrations"} <= present:
+        out.append("What the migration counts count: " + COUNTS_NOTE + ".")
+    return out
 
 
 def _mean_range(r: Any, metric: str) -> str:
@@ -495,21 +537,7 @@ def finding_section(
                 "take needs a thread away from home: shares of 1 leave nothing to take",
             )
         )  # fmt: skip
-    have = [m for m in FINDING_METRICS if m in set(mx["metric"].astype(str))]
-    if have:
-        sub = mx[mx["metric"].isin(have)]
-        t = summarize(
-            sub.assign(machine=finding.machines_with_mix(sub)), ["policy", "machine", "metric"]
-        )
-        rows = []
-        for (pol, m_), gg in t.groupby(["policy", "machine"], dropna=False, observed=True):
-            vals = dict(zip(gg["metric"].astype(str), gg["mean"], strict=False))
-            rows.append([pol, m_, *[_fmt(vals.get(m, math.nan)) for m in have]])
-        rows.sort(key=lambda r: (finding.machine_order(r[1]), plots.order_policies([str(r[0])])))
-        s.items.append(
-            Table(["policy", "machine", *have], rows, "Per-run means: migrations, remote-access "
-                  "ratio, busy-cycle IPC, LLC MPKI and the kernel's decision counters")
-        )  # fmt: skip
+    s.items.extend(per_run_means(mx))
     backends = frozenset(mx["backend"].dropna().astype(str)) if "backend" in mx else frozenset()
     s.paras.extend(finding.conclusion(imp, g, ctl, backends, progs, home))
     return s

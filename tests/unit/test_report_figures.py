@@ -174,3 +174,53 @@ def test_finding_section_needs_repeats_or_a_control() -> None:
     assert finding_unfilled(one) == "one repeat per point, so no improvement has a 95 % interval"
     old_kernel = _mix(build_frames([QUICK2]).metrics)  # two repeats, no per-process counters
     assert "counters were not measured" in str(finding_unfilled(old_kernel))
+
+
+# ------------------------------------------------------------------ tables
+def test_report_md_reads_as_text(quick_report: Path, b192_report: Path) -> None:
+    for rep in (quick_report, b192_report):
+        md = (rep / "report.md").read_text()
+        assert "&amp;" not in md and "&gt;" not in md and "&lt;" not in md
+        assert "Chiang & Su" in md
+
+
+def test_markdown_keeps_html_inert_without_entities() -> None:
+    from analysis.results.document import md_text  # noqa: PLC0415
+
+    assert md_text("Chiang & Su, >= 50, a < b") == "Chiang & Su, >= 50, a < b"
+    assert md_text("<script>x</script>") == "&lt;script>x&lt;/script>"
+    assert (
+        md_text("&lt; &#60; <!-- c --> <http://x>")
+        == "&amp;lt; &amp;\\#60; &lt;!-- c --> &lt;http://x>"
+    )
+    assert md_text("> quoted") == "\\> quoted"
+
+
+def test_names_are_explained_where_they_appear(quick_report: Path, b192_report: Path) -> None:
+    md = (quick_report / "report.md").read_text()
+    runs = _section(md, "Runs")
+    assert "Mix tiny: lft = leader_ft --threads 3 --size=16M --iters=4; pft = " in runs
+    assert "leader_ft: the main thread first-touches all shared data" in runs
+    assert "Mix tiny: lft = " in _section(md, "Fig. 14 view")
+    md = (b192_report / "report.md").read_text()
+    assert "Mix lb3-block192 (as the shipped presets define it today" in _section(md, "Runs")
+    assert "lft-a = leader_ft" in _section(md, "First finding")
+
+
+def test_per_run_means_fit_and_promise_only_what_runs_have(b192_report: Path) -> None:
+    md = (b192_report / "report.md").read_text()
+    fs = _section(md, "First finding")
+    heads = [ln for ln in fs.splitlines() if ln.startswith("| policy | machine |")]
+    assert all(ln.count(" | ") <= 8 for ln in heads)  # no table of 18 columns
+    assert "*Per-run means: Memory and CPU (gem5)*" in fs
+    assert "tasks moved across nodes by load balancing (all tasks) (lb_migrated)" in fs
+    assert "What the migration counts count:" in fs
+
+
+def test_qemu_per_run_means_do_not_promise_gem5_metrics() -> None:
+    from analysis.results.report import per_run_means  # noqa: PLC0415
+
+    mx = _mix(build_frames([QUICK]).metrics)
+    tables = per_run_means(mx)
+    caps = [t.caption for t in tables if not isinstance(t, str)]
+    assert caps and not any("Memory" in c or "IPC" in c or "MPKI" in c for c in caps)
