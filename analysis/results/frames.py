@@ -66,6 +66,7 @@ RUN_COLS = [
     "executor",
     "attempt",
     "program_kinds",  # the mix's program kinds seen by the guest: workload, parsec, cmd
+    "programs",  # what each program of the mix ran: "lft: leader_ft --size=16M; ..." (2026-11-28)
     "gem5_host_s",  # host seconds of the restored gem5 process (logs/host_times.json)
     "gem5_cpu_s",  # its CPU seconds (user + system; recorded since 2026-11-25)
     "checkpoint_key",  # the boot checkpoint it restored
@@ -302,6 +303,7 @@ def load_run(
         rows.extend(guest_metrics(g, mix))
         kinds = {str(p.get("kind")) for p in g.programs if isinstance(p, dict)}
         rec["program_kinds"] = ",".join(sorted(kinds)) or None
+        rec["programs"] = program_commands(g.programs)
     else:
         errors.append(("guest/results.jsonl", "missing"))
     rows.extend(daemon_rows(path, mix, errors))  # the policy daemon's log, the bridge's record
@@ -337,6 +339,20 @@ def load_run(
         else:
             errors.append(("m5out/stats.txt", "missing"))
     return rec, rows, errors
+
+
+def program_commands(programs: list[Any]) -> str | None:
+    """The runs frame's ``programs``: each program's name and the command it
+    ran (argv with the executable's directory dropped), so a report can say
+    what a name such as lft stands for."""
+    out = []
+    for p in programs:
+        if not isinstance(p, dict) or not p.get("name"):
+            continue
+        argv = p.get("argv") if isinstance(p.get("argv"), list) else []
+        cmd = " ".join([Path(str(argv[0])).name, *map(str, argv[1:])]) if argv else "?"
+        out.append(f"{p['name']}: {cmd}")
+    return "; ".join(out) or None
 
 
 def identity_columns(point: dict[str, Any], prov: dict[str, Any]) -> dict[str, Any]:

@@ -83,8 +83,14 @@ page_migrations_program  the program's pages migrated by NUMA balancing (kernel)
 cross_node_migrations_sampled  task moves between nodes seen between samples (a
                      lower bound).
 lb_<counter>         delta of the patch's /proc/sched_numa_lb_stats counter (e.g.
-                     lb_migrated: tasks moved across nodes by the balancer's
-                     selection), summed over policies' rows; lb_pass_max_ns is
+                     lb_migrated: tasks detached by cross-node load-balance passes,
+                     kernel-patches 0009), summed over policies' rows. System-wide:
+                     every task (kernel threads, the mix runner and its sampler
+                     too), from before the programs start to after they are
+                     reaped, active balance not included; cross_node_migrations
+                     counts only the programs' threads, every cause (0013), so
+                     lb_migrated 1 beside cross_node_migrations 0 is a task that
+                     is not a program's. lb_pass_max_ns is
                      the longest cross-node pass since boot (a maximum over the
                      rows at run end, not a delta).
 schedstat_numa_*     the stock kernel's /proc/schedstat (CONFIG_SCHEDSTATS) for the
@@ -204,9 +210,11 @@ _M = [
     Metric("home_node_share", "", "share of thread samples on the home node", ""),
     Metric("home_node_load", "", "threads on the home node / mean per node", ""),
     Metric("start_home_share", "", "share of workers placed on the leader's node at fork", ""),
-    Metric("task_migrations", "", "task migrations (kernel, at program end)", "lower"),
+    Metric("task_migrations", "", "task migrations, programs' threads (kernel)", "lower"),
     Metric("task_migrations_sampled", "", "task migrations (sampled lower bound)", "lower"),
-    Metric("cross_node_migrations", "", "cross-node task migrations (kernel)", "lower"),
+    Metric(
+        "cross_node_migrations", "", "cross-node migrations, programs' threads (kernel)", "lower"
+    ),
     Metric("migrations_balance", "", "migrations by load-balance detach", "lower"),
     Metric("migrations_balance_xnode", "", "cross-node, load-balance detach", "lower"),
     Metric("migrations_active_balance", "", "migrations by active balance", "lower"),
@@ -219,7 +227,7 @@ _M = [
     Metric("migrations_numa_swap_xnode", "", "cross-node swaps, NUMA balancing", "lower"),
     Metric("page_migrations_program", "", "page migrations by NUMA balancing (kernel)", "lower"),
     Metric("cross_node_migrations_sampled", "", "cross-node migrations (sampled)", "lower"),
-    Metric("lb_migrated", "", "cross-node migrations (balancer)", "lower"),
+    Metric("lb_migrated", "", "tasks moved across nodes by load balancing (all tasks)", "lower"),
     Metric("schedstat_numa_passes", "", "NUMA-level balancing passes (schedstat)", ""),
     Metric("schedstat_numa_passes_newidle", "", "... from a CPU going idle", ""),
     Metric("schedstat_numa_balanced", "", "... that found the nodes balanced", ""),

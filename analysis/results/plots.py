@@ -146,3 +146,74 @@ def heatmap(grid: pd.DataFrame, title: str, xlabel: str, ylabel: str) -> bytes:
     fig.colorbar(im, ax=ax, label="improvement %")
     ax.set_title(title, fontsize=10)
     return png(fig)
+
+
+def forest(
+    rows: Sequence[dict],
+    xlabel: str,
+    title: str,
+    mark: str = "pre-registered",
+) -> bytes:
+    """A forest plot: one row per contrast, grouped (a bold heading per group).
+
+    Each row is a dict with ``group``, ``label`` (a policy: its colour),
+    ``mean``, ``lo``, ``hi`` (the interval; nan when there is none), ``n``
+    (pairs) and ``marked`` (the pre-registered contrast: a shaded band, a
+    diamond and @mark beside its numbers). A row without an interval gets a
+    hollow marker and the words "no interval"; never a bar. The line at 0 is
+    "no difference"; mean, interval and n are printed at the right edge.
+    """
+    groups: list[str] = list(dict.fromkeys(str(r["group"]) for r in rows))
+    ys: list[tuple[float, dict]] = []
+    heads: list[tuple[float, str]] = []
+    y = 0.0
+    for g in groups:
+        heads.append((y, g))
+        y += 1
+        for r in rows:
+            if str(r["group"]) == g:
+                ys.append((y, r))
+                y += 1
+        y += 0.4
+    fig, ax = plt.subplots(figsize=(8.6, 0.3 * y + 1.3))
+    finite = [v for _, r in ys for v in (r["mean"], r["lo"], r["hi"]) if np.isfinite(v)]
+    lo_x, hi_x = (min(finite + [0.0]), max(finite + [0.0])) if finite else (-1.0, 1.0)
+    pad = 0.08 * (hi_x - lo_x or 1.0)
+    ax.set_xlim(lo_x - pad, hi_x + pad)
+    for yy, r in ys:
+        c = color(str(r["label"]))
+        has_ci = np.isfinite(r["lo"]) and np.isfinite(r["hi"]) and r["n"] >= 2
+        if r.get("marked"):
+            ax.axhspan(yy - 0.45, yy + 0.45, color="#ffe9a8", zorder=0)
+        if has_ci:
+            ax.plot([r["lo"], r["hi"]], [yy, yy], color=c, lw=2, zorder=2)
+            ax.plot([r["lo"]] * 2, [yy - 0.18, yy + 0.18], color=c, lw=1.2, zorder=2)
+            ax.plot([r["hi"]] * 2, [yy - 0.18, yy + 0.18], color=c, lw=1.2, zorder=2)
+        if np.isfinite(r["mean"]):
+            big = bool(r.get("marked"))
+            ax.plot(r["mean"], yy, marker="D" if big else "o", ms=8 if big else 6, zorder=3,
+                    mfc=c if has_ci else "white", mec="black" if big else c)  # fmt: skip
+        txt = f"{r['mean']:+.1f} %" if np.isfinite(r["mean"]) else "–"
+        txt += f"  [{r['lo']:+.1f}, {r['hi']:+.1f}]" if has_ci else "  no interval"
+        txt += f"  n={int(r['n'])}"
+        if r.get("marked"):
+            txt += f"  ({mark})"
+        ax.annotate(txt, xy=(1.01, yy), xycoords=("axes fraction", "data"), va="center",
+                    fontsize=8, fontweight="bold" if r.get("marked") else "normal")  # fmt: skip
+    ax.axvline(0, color="black", lw=0.8, zorder=1)
+    ticks = [yy for yy, _ in ys] + [yy for yy, _ in heads]
+    labels = [str(r["label"]) for _, r in ys] + [g for _, g in heads]
+    ax.set_yticks(ticks)
+    ax.set_yticklabels(labels, fontsize=8)
+    for t, (_, r) in zip(ax.get_yticklabels(), ys, strict=False):
+        if r.get("marked"):
+            t.set_fontweight("bold")
+    for t in ax.get_yticklabels()[len(ys) :]:
+        t.set_fontweight("bold")
+        t.set_fontsize(9)
+    ax.tick_params(axis="y", length=0)
+    ax.set_ylim(y - 0.4, -0.8)  # first group at the top
+    ax.set_xlabel(xlabel, fontsize=9)
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_title(title, fontsize=10)
+    return png(fig)

@@ -23,11 +23,8 @@ links PNG copies in report_files/.
 
 from __future__ import annotations
 
-import html
 import math
-import re
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +32,20 @@ import pandas as pd
 
 from ..sweep.backends import CAVEATS
 from ..sweep.spec import DEFAULT_WARMUP_S
-from . import finding, plots, run_cost
+from . import finding, forest, glossary, plots, run_cost
 from .daemons import daemon_section
+from .document import (  # noqa: F401 - the document model, re-exported for callers
+    CSS,
+    IDENTICAL,
+    Figure,
+    Section,
+    Table,
+    _fmt,
+    md_text,
+    pm,
+    to_html,
+    to_markdown,
+)
 from .frames import Frames, build_frames, merge_frames, read_frames, read_frames_many
 from .metrics import CONFIG_COLS, METRICS, summarize
 from .warmup import WARMUP_METRICS, warmup_effect
@@ -59,56 +68,6 @@ PAPER_NOTE = (
     "remote/local load latency ratio (configs/README.md, 'The paper's machine')."
 )
 GROUP_COLS = [c for c in CONFIG_COLS if c != "threads"]
-
-
-# ------------------------------------------------------------------ document
-@dataclass
-class Table:
-    header: list[str]
-    rows: list[list[Any]]
-    caption: str = ""
-
-
-@dataclass
-class Figure:
-    png: bytes
-    caption: str
-    name: str
-
-
-@dataclass
-class Section:
-    title: str
-    paras: list[str] = field(default_factory=list)
-    items: list[Table | Figure | str] = field(default_factory=list)
-
-
-def _fmt(v: Any) -> str:
-    if v is None:
-        return ""
-    if isinstance(v, float):
-        if math.isnan(v):
-            return "–"
-        if abs(v) >= 1e5 or (abs(v) < 1e-3 and v != 0):
-            return f"{v:.3g}"
-        return f"{v:.3f}" if abs(v) < 10 else f"{v:.1f}"
-    return str(v)
-
-
-IDENTICAL = " (identical repeats: no CI)"
-
-
-def pm(mean: float, ci: float, pct: bool = False) -> str:
-    """mean ± 95 % CI; a CI of exactly 0 means every repeat gave the same value
-    (a deterministic simulator without guest-side variation), which is said."""
-    if mean is None or (isinstance(mean, float) and math.isnan(mean)):
-        return "–"
-    s = f"{mean:+.1f} %" if pct else _fmt(float(mean))
-    if ci is not None and isinstance(ci, float) and not math.isnan(ci):
-        if ci == 0.0:
-            return s + IDENTICAL
-        s += f" ± {ci:.1f}" if pct else f" ± {_fmt(float(ci))}"
-    return s
 
 
 def cfg_label(row: Any) -> str:
@@ -250,6 +209,7 @@ def build(
                 f"Unsuccessful runs ({len(bad)}; first 200)",
             )
         )
+    st.paras.extend(glossary.mix_glossary(runs))  # what tiny, lft, pft stand for
     secs.append(st)
 
     if mx.empty:
@@ -267,16 +227,25 @@ def build(
     rmx = select(mx, ref)
     threads = sorted(int(t) for t in rmx["threads"].unique())
     secs.append(headline(mx, ref, rmx, qemu_note, runs))
-    fs = finding_section(mx, qemu_note, fr.metrics)
+    why_not = finding_unfilled(mx)
+    fs = finding_section(mx, qemu_note, fr.metrics) if why_not is None else None
     if fs:
+        fs.paras[:0] = glossary.mix_glossary(runs)
         secs.append(fs)
-    secs.append(fig11(rmx, ref, qemu_note))
+    elif why_not is not None and why_not != NO_GATE:
+        head.paras.append(
+            "Not shown: the first-finding section (positive control, go/no-go gate, "
+            f"improvement per NUMA factor), which these runs cannot fill: {why_not}."
+        )
+    secs.append(fig11(rmx, ref, qemu_note, family(mx, ref)))
     s12 = fig12(rmx, ref, qemu_note)
     if s12:
         secs.append(s12)
     t_ref = ref_threads(threads)
     secs.append(fig13(rmx, t_ref, ref))
-    secs.append(fig14(select(fr.metrics, ref), t_ref, ref, qemu_note))
+    s14 = fig14(select(fr.metrics, ref), t_ref, ref, qemu_note)
+    s14.paras[:0] = glossary.mix_glossary(runs, [str(ref["mix"])])
+    secs.append(s14)
     secs.append(heatmaps(mx, ref))
     secs.append(best_worst(mx))
     ds = daemon_section(mx, runs)  # the user-level policies beside the kernel ones
@@ -343,26 +312,64 @@ def cost_section(runs: pd.DataFrame | None, mx: pd.DataFrame) -> Section | None:
     return s
 
 
-FINDING_METRICS = (
-    "cross_node_migrations",
-    "migrations_balance_xnode",
-    "remote_ratio",
-    "ipc",
-    "llc_mpki",
-    "lb_attempts",
-    "lb_migrated",
-    "lb_taken_leader_dst",
-    "lb_skipped_leader_src",
-    "lb_picked_none",
-    "lb_active_moved",
-    "schedstat_numa_passes",
-    "schedstat_numa_passes_newidle",
-    "schedstat_numa_balanced",
-    "schedstat_numa_gained",
-    "thread_refused_hot",
-    "thread_refused_running",
-    "thread_forced_hot",
-)
+# The per-run means of the finding section, a table per topic (one table of
+# 18 counters ran past the page); what each name means, where none is in METRICS.
+FINDING_TABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Task migrations", ("cross_node_migrations", "migrations_balance_xnode", "lb_migrated")),
+    ("Memory and CPU (gem5)", ("remote_ratio", "ipc", "llc_mpki")),
+    ("The kernel's cross-node balancing decisions (kMLB counters, all tasks)",
+     ("lb_attempts", "lb_migrated", "lb_taken_leader_dst", "lb_skipped_leader_src",
+      "lb_picked_none", "lb_active_moved")),
+    ("NUMA-level balancing (schedstat, all tasks)",
+     ("schedstat_numa_passes", "schedstat_numa_passes_newidle", "schedstat_numa_balanced",
+      "schedstat_numa_gained")),
+    ("Balancer refusals of the programs' worker threads",
+     ("thread_refused_hot", "thread_refused_running", "thread_forced_hot")),
+)  # fmt: skip
+FINDING_METRICS = tuple(dict.fromkeys(m for _, ms in FINDING_TABLES for m in ms))
+LB_LABELS = {  # kernel-patches 0009 and 0012, /proc/sched_numa_lb_stats
+    "lb_attempts": "cross-node balance passes",
+    "lb_taken_leader_dst": "leader-on-destination takes",
+    "lb_skipped_leader_src": "leader-on-source skips",
+    "lb_picked_none": "passes that moved nothing",
+    "lb_active_moved": "tasks moved by active balance",
+}
+
+
+def metric_label(m: str) -> str:
+    """A column header: the metric's label (METRICS, LB_LABELS) and its name."""
+    label = LB_LABELS.get(m) or (METRICS[m].label if m in METRICS else m)
+    return f"{label} ({m})" if label != m else m
+
+
+def per_run_means(mx: pd.DataFrame) -> list[Table | str]:
+    """FINDING_TABLES as tables of per-run means per policy and machine, each
+    only with the counters the runs have (QEMU runs have no remote ratio, IPC
+    or MPKI: no table promises them)."""
+    present = set(mx["metric"].astype(str))
+    have = [m for m in FINDING_METRICS if m in present]
+    if not have:
+        return []
+    sub = mx[mx["metric"].isin(have)]
+    t = summarize(
+        sub.assign(machine=finding.machines_with_mix(sub)), ["policy", "machine", "metric"]
+    )
+    vals: dict[tuple[str, str], dict[str, float]] = {}
+    for (pol, m_), gg in t.groupby(["policy", "machine"], dropna=False, observed=True):
+        vals[(str(pol), str(m_))] = dict(zip(gg["metric"].astype(str), gg["mean"], strict=False))
+    keys = sorted(vals, key=lambda k: (finding.machine_order(k[1]), plots.order_policies([k[0]])))
+    out: list[Table | str] = []
+    for title, ms in FINDING_TABLES:
+        cols = [m for m in ms if m in present]
+        if not cols:
+            continue
+        rows = [[pol, m_, *[_fmt(vals[(pol, m_)].get(m, math.nan)) for m in cols]]
+                for pol, m_ in keys]  # fmt: skip
+        out.append(Table(["policy", "machine", *map(metric_label, cols)], rows,
+                         f"Per-run means: {title}"))  # fmt: skip
+    if {"lb_migrated", "cross_node_migrations"} <= present:
+        out.append("What the migration counts count: " + COUNTS_NOTE + ".")
+    return out
 
 
 def _mean_range(r: Any, metric: str) -> str:
@@ -371,6 +378,31 @@ def _mean_range(r: Any, metric: str) -> str:
         return "–"
     lo, hi = getattr(r, f"{metric}_min"), getattr(r, f"{metric}_max")
     return f"{_fmt(mean)} ({_fmt(lo)}-{_fmt(hi)})"
+
+
+NO_GATE = "no positive control and no policy the gate checks"
+
+
+def finding_unfilled(mx: pd.DataFrame) -> str | None:
+    """Why the runs @mx cannot fill the first-finding section (None: they can).
+    It needs a positive control, or a gate over measured counters and paired
+    repeats to give the improvement an interval: a one-repeat pipeline check
+    (the quick preset) would show a FAILED gate that is no finding at all."""
+    if finding.positive_control(mx) is not None:
+        return None
+    g = finding.gate(mx)
+    if g is None or g.rows.empty:
+        return NO_GATE
+    if g.rows["value"].isna().any():
+        missing = sorted(set(g.rows[g.rows["value"].isna()]["check"].astype(str)))
+        return (
+            f"the gate's counters were not measured ({', '.join(missing)}: a kernel "
+            "without the per-process migration counters)"
+        )
+    imp = finding.improvement_by_factor(mx)
+    if imp.empty or int(imp["n"].max()) < 2:
+        return "one repeat per point, so no improvement has a 95 % interval"
+    return None
 
 
 def finding_section(
@@ -509,24 +541,61 @@ def finding_section(
                 "take needs a thread away from home: shares of 1 leave nothing to take",
             )
         )  # fmt: skip
-    have = [m for m in FINDING_METRICS if m in set(mx["metric"].astype(str))]
-    if have:
-        sub = mx[mx["metric"].isin(have)]
-        t = summarize(
-            sub.assign(machine=finding.machines_with_mix(sub)), ["policy", "machine", "metric"]
-        )
-        rows = []
-        for (pol, m_), gg in t.groupby(["policy", "machine"], dropna=False, observed=True):
-            vals = dict(zip(gg["metric"].astype(str), gg["mean"], strict=False))
-            rows.append([pol, m_, *[_fmt(vals.get(m, math.nan)) for m in have]])
-        rows.sort(key=lambda r: (finding.machine_order(r[1]), plots.order_policies([str(r[0])])))
-        s.items.append(
-            Table(["policy", "machine", *have], rows, "Per-run means: migrations, remote-access "
-                  "ratio, busy-cycle IPC, LLC MPKI and the kernel's decision counters")
-        )  # fmt: skip
+    s.items.extend(per_run_means(mx))
     backends = frozenset(mx["backend"].dropna().astype(str)) if "backend" in mx else frozenset()
     s.paras.extend(finding.conclusion(imp, g, ctl, backends, progs, home))
     return s
+
+
+# What the guest kernel did, the headline of a QEMU report (its times are not
+# architectural): in this order, those the runs have.
+HEADLINE_COUNTS = (
+    "cross_node_migrations",
+    "migrations_balance_xnode",
+    "lb_migrated",
+    "task_migrations",
+    "task_migrations_sampled",
+    "page_faults",
+    "page_migrations",
+    "remote_ratio_guest",
+)
+
+
+def headline_counts(rmx: pd.DataFrame) -> Table | None:
+    """Mean per run of HEADLINE_COUNTS per policy (a row per counter)."""
+    d = rmx[rmx["metric"].isin(HEADLINE_COUNTS)]
+    if d.empty:
+        return None
+    summ = summarize(d, ["metric", "policy"])
+    pols = plots.order_policies(list(rmx["policy"].astype(str).unique()))
+    rows = []
+    for m in HEADLINE_COUNTS:
+        sm = summ[summ["metric"] == m].set_index("policy")
+        if sm.empty:
+            continue
+        rows.append([METRICS[m].label, *[_fmt(sm.loc[p, "mean"]) if p in sm.index else "–"
+                                         for p in pols]])  # fmt: skip
+    return Table(["counter (mean per run)", *pols], rows, f"Runs: {runs_note(rmx)}")
+
+
+# lb_migrated and the per-program counts count different tasks (kernel-patches
+# 0009 and 0013): said wherever both stand side by side.
+COUNTS_NOTE = (
+    "the programs' counts (kernel) are the mix's programs' threads only, every cause "
+    "(load-balance detach, active balance, wake-up placement, NUMA balancing), read at each "
+    "program's end; 'tasks moved across nodes by load balancing (all tasks)' (lb_migrated) "
+    "counts every task a cross-node load-balance pass detached in the whole guest (kernel "
+    "threads, the mix runner and its sampler too) from just before the programs start to "
+    "after they exit, active balance not included: it can be 1 where the programs' count is 0"
+)
+
+
+def ci_promise(pairs: int) -> str:
+    """What the headline's improvement column holds, given the most pairs
+    any of its points has: an interval needs two."""
+    if pairs >= 2:
+        return "mean ± 95 % CI over the pairs"
+    return "one pair per policy, so no 95 % CI (it needs at least 2 repeats)"
 
 
 def headline(
@@ -536,16 +605,37 @@ def headline(
     note: str,
     runs: pd.DataFrame | None = None,
 ) -> Section:
+    """Improvement over the baseline in the reference configuration; on QEMU
+    (host time, not architectural) the counts lead and the improvement
+    follows as what it is."""
     b = baseline_name(rmx)
-    s = Section(f"Headline: improvement over {b}")
-    s.paras.append(
-        f"Reference configuration: {cfg_label(ref)}{note}. Improvement = "
-        f"({b} time / policy time − 1) × 100, paired by repeat; mean ± 95 % CI. "
-        "Baseline: stock (the unmodified kernel) where the runs have it, else default "
-        "(the patched kernel's first fit)."
-    )
     per = improvement_summary(rmx, ["policy", "threads"])
     overall = improvement_summary(rmx, ["policy"])
+    pairs = int(per["n"].max()) if len(per) else 0
+    qemu = ref["backend"] == "qemu"
+    s = Section(
+        "Headline: what the kernel did per policy (counts)" if qemu
+        else f"Headline: improvement over {b}"
+    )  # fmt: skip
+    if qemu:
+        s.paras.append(
+            f"Reference configuration: {cfg_label(ref)}. On QEMU the kernel's counts are "
+            "the result (they are the guest kernel's own); elapsed times are host time under "
+            "TCG, so the improvement below them is not a NUMA result."
+        )
+        counts = headline_counts(rmx)
+        if counts is not None:
+            s.items.append(counts)
+            s.items.append("What the migration counts count: " + COUNTS_NOTE + ".")
+    imp_text = (
+        f"Improvement = ({b} time / policy time − 1) × 100, paired by repeat; "
+        f"{ci_promise(pairs)}. Baseline: stock (the unmodified kernel) where the runs have "
+        "it, else default (the patched kernel's first fit)."
+    )
+    if qemu:  # after the counts: items keep their order, paragraphs come first
+        s.items.append(imp_text)
+    else:
+        s.paras.append(f"Reference configuration: {cfg_label(ref)}{note}. " + imp_text)
     rows = []
     for pol in plots.order_policies(list(overall["policy"].astype(str))):
         o = overall[overall["policy"] == pol].iloc[0]
@@ -560,7 +650,13 @@ def headline(
                 ),
             ]
         )
-    s.items.append(Table(["policy", "improvement (all threads)", "pairs", "by threads"], rows))
+    s.items.append(
+        Table(
+            ["policy", "improvement (all threads)", "pairs", "by threads"],
+            rows,
+            f"Improvement over {b}{note}" if qemu else "",
+        )
+    )
     s.items.append(paper_comparison(mx, ref, runs))
     return s
 
@@ -632,8 +728,47 @@ def paper_comparison(
     )
 
 
-def fig11(rmx: pd.DataFrame, ref: dict[str, Any], note: str) -> Section:
-    s = Section("Fig. 11 view: elapsed time, standard deviation and improvement vs threads")
+def runs_note(d: pd.DataFrame) -> str:
+    """Which runs rows @d come from, for a caption: how many, of how many
+    policies, and the repeats per point."""
+    el = d[d["metric"] == "elapsed_s"] if "metric" in d.columns else d
+    el = d if el.empty else el  # counters only (Fig. 13): any row names its run
+    if el.empty or "run_id" not in el.columns:
+        return "no runs"
+    per = el.drop_duplicates("run_id").groupby(
+        [c for c in ["policy", *CONFIG_COLS] if c in el.columns], dropna=False, observed=True
+    ).size()  # fmt: skip
+    lo, hi = int(per.min()), int(per.max())
+    reps = f"{lo}" if lo == hi else f"{lo}-{hi}"
+    npol = el["policy"].astype(str).nunique()
+    return (
+        f"{el['run_id'].nunique()} runs, {npol} polic{'y' if npol == 1 else 'ies'}, "
+        f"{reps} repeat{'' if hi == 1 else 's'} per point"
+    )
+
+
+def shape_label(ref: dict[str, Any]) -> str:
+    """cfg_label without the NUMA factor: backend, machine shape, mix."""
+    shape = f"{ref.get('sockets')}x{ref.get('cores_per_socket')}"
+    return f"{ref.get('backend')} {shape} {ref.get('mix')}"
+
+
+def family(mx: pd.DataFrame, ref: dict[str, Any]) -> pd.DataFrame:
+    """The rows of @mx in the reference configuration at every NUMA factor
+    (or link latency) and thread count: what a forest plot compares."""
+    return select(mx, {k: v for k, v in ref.items() if k not in ("numa_factor", "link_latency")})
+
+
+FOREST_BELOW = 3  # fewer thread counts than this: the Fig. 11 view is a forest plot
+
+
+def fig11(
+    rmx: pd.DataFrame, ref: dict[str, Any], note: str, fam: pd.DataFrame | None = None
+) -> Section:
+    """Fig. 11: lines over the thread counts; with fewer than FOREST_BELOW
+    of them a line has no slope to show, so the improvement is a forest plot
+    of policy x NUMA factor over @fam (family()) instead."""
+    threads = sorted(int(t) for t in rmx["threads"].unique())
     el = summarize(rmx[rmx["metric"] == "elapsed_s"], ["policy", "threads"])
     imp = improvement_summary(rmx, ["policy", "threads"])
     m = el.merge(
@@ -643,38 +778,72 @@ def fig11(rmx: pd.DataFrame, ref: dict[str, Any], note: str) -> Section:
         on=["policy", "threads"],
         how="left",
     )
-    s.items.append(
-        Figure(
-            plots.lines_vs(
-                m,
-                "threads",
-                [
-                    ("mean", "mean elapsed (s)", "ci95"),
-                    ("std", "stdev of elapsed (s)", ""),
-                    ("imp", f"improvement over {baseline_name(rmx)} (%)", "imp_ci"),
-                ],
-                f"{cfg_label(ref)}{note}",
-            ),
-            f"Fig. 11 view, {cfg_label(ref)}{note}",
-            "fig11",
+    no_repeats = bool(m["std"].isna().all())
+    if len(threads) < FOREST_BELOW:
+        fam = rmx if fam is None else fam
+        b = baseline_name(fam)
+        s = Section(f"Fig. 11 view as a forest plot: improvement over {b} per policy and machine")
+        s.paras.append(
+            f"These runs have {len(threads)} thread count{'' if len(threads) == 1 else 's'} "
+            f"({', '.join(map(str, threads))}); Fig. 11's lines over the thread counts would "
+            "put every policy on one x position, so the improvement is shown per policy and "
+            "NUMA factor (or link latency), with its paired 95 % interval."
         )
-    )
+        ff = forest.forest_figure(
+            fam[fam["metric"].isin(["elapsed_s", "improvement_pct"])],
+            b,
+            f"{shape_label(ref)} at every NUMA factor, {runs_note(fam)}{note}",
+            "fig11_forest",
+            title=f"{shape_label(ref)} t={'/'.join(map(str, threads))}{note}",
+        )
+        if ff is None:
+            s.paras.append(f"No improvement to show: no policy run has a {b} partner run.")
+        else:
+            s.items.extend(ff)
+    else:
+        s = Section("Fig. 11 view: elapsed time, standard deviation and improvement vs threads")
+        panels = [("mean", "mean elapsed (s)", "ci95")]
+        if not no_repeats:
+            panels.append(("std", "stdev of elapsed (s)", ""))
+        panels.append(("imp", f"improvement over {baseline_name(rmx)} (%)", "imp_ci"))
+        s.items.append(
+            Figure(
+                plots.lines_vs(m, "threads", panels, f"{cfg_label(ref)}{note}"),
+                "Fig. 11 view: mean elapsed time (error bar: 95 % CI)"
+                + ("" if no_repeats else ", its standard deviation")
+                + f" and the improvement over {baseline_name(rmx)} per thread count, one line "
+                f"per policy. Runs: {cfg_label(ref)}, {runs_note(rmx)}{note}.",
+                "fig11",
+            )
+        )
+    if no_repeats:
+        s.paras.append("Standard deviation: not drawn, no repeats (one run per point).")
     pols = plots.order_policies(list(m["policy"].astype(str).unique()))
+    ts = sorted(m["threads"].unique())
     rows = []
-    for t in sorted(m["threads"].unique()):
-        row: list[Any] = [int(t)]
-        for p in pols:
+    for p in pols:  # a row per policy: a column per policy overflows the page
+        row: list[Any] = [p]
+        for t in ts:
             r = m[(m["policy"] == p) & (m["threads"] == t)]
             if r.empty:
                 row.append("–")
                 continue
             r0 = r.iloc[0]
-            cell = f"{_fmt(r0['mean'])} s (sd {_fmt(r0['std'])})"
+            cell = f"{_fmt(r0['mean'])} s" + ("" if no_repeats else f" (sd {_fmt(r0['std'])})")
             if not pd.isna(r0["imp"]):
                 cell += f", {r0['imp']:+.1f} %"
             row.append(cell)
         rows.append(row)
-    s.items.append(Table(["threads", *pols], rows, "mean elapsed (stdev), improvement" + note))
+    s.items.append(
+        Table(
+            ["policy", *[f"{int(t)} threads" for t in ts]],
+            rows,
+            f"{cfg_label(ref)}: mean elapsed"
+            + ("" if no_repeats else " (stdev)")
+            + f", improvement over {baseline_name(rmx)}"
+            + note,
+        )  # fmt: skip
+    )
     return s
 
 
@@ -694,7 +863,9 @@ def fig12(rmx: pd.DataFrame, ref: dict[str, Any], note: str) -> Section | None:
             plots.grouped_bars(
                 t, f"improvement over {baseline_name(rmx)} (%)", f"{cfg_label(ref)}{note}", e
             ),
-            f"Fig. 12 view{note}",
+            f"Fig. 12 view: improvement over {baseline_name(rmx)} of each policy of the pairs "
+            f"MB/MB+ and Excl_base/Excl per thread count (error bar: 95 % CI over paired "
+            f"repeats). Runs: {cfg_label(ref)}, {runs_note(rmx[rmx['policy'].isin(pol)])}{note}.",
             "fig12",
         )
     )
@@ -723,10 +894,14 @@ FIG13 = [
 
 
 def fig13(rmx: pd.DataFrame, t_ref: int, ref: dict[str, Any]) -> Section:
+    """Fig. 13: one bar panel per counter that some policy has non-zero; a
+    counter that is zero (or absent) for every policy is named in words, not
+    drawn as an empty panel."""
     s = Section(f"Fig. 13 view: counters per policy at {t_ref} threads")
     d = rmx[(rmx["threads"] == t_ref) & rmx["metric"].isin(FIG13)]
     summ = summarize(d, ["metric", "policy"])
     panels: dict[str, pd.Series] = {}
+    zero: list[str] = []
     rows = []
     pols = plots.order_policies(list(rmx["policy"].astype(str).unique()))
     for m in FIG13:
@@ -735,7 +910,11 @@ def fig13(rmx: pd.DataFrame, t_ref: int, ref: dict[str, Any]) -> Section:
             if METRICS[m].gem5_only and ref["backend"] != "gem5":
                 rows.append([METRICS[m].label, *["n/a (gem5 only)"] * len(pols)])
             continue
-        panels[METRICS[m].label] = sm["mean"].reindex([p for p in pols if p in sm.index])
+        means = sm["mean"].reindex([p for p in pols if p in sm.index])
+        if (means.fillna(0) == 0).all():
+            zero.append(METRICS[m].label)
+        else:
+            panels[METRICS[m].label] = means
         rows.append(
             [
                 METRICS[m].label,
@@ -746,10 +925,14 @@ def fig13(rmx: pd.DataFrame, t_ref: int, ref: dict[str, Any]) -> Section:
         s.items.append(
             Figure(
                 plots.small_multiples_bars(panels, f"{cfg_label(ref)} t={t_ref}"),
-                "Fig. 13 view (means over repeats)",
+                f"Fig. 13 view: mean over repeats of each counter per policy (a policy "
+                f"without a bar has no value for it). Runs: {cfg_label(ref)} t={t_ref}, "
+                f"{runs_note(d)}.",
                 "fig13",
             )
         )
+    if zero:
+        s.paras.append(f"All zero under every policy (not drawn): {', '.join(zero)}.")
     s.items.append(Table(["metric", *pols], rows, "mean ± 95 % CI over repeats"))
     return s
 
@@ -770,17 +953,22 @@ def fig14(rm: pd.DataFrame, t_ref: int, ref: dict[str, Any], note: str) -> Secti
     s.items.append(
         Figure(
             plots.grouped_bars(t, "mean elapsed (s)", f"{cfg_label(ref)}{note}"),
-            f"Fig. 14a view: mean elapsed per program{note}",
+            f"Fig. 14a view: mean elapsed time of each program of the mix (its own start "
+            f"to exit) per policy. Runs: {cfg_label(ref)} t={t_ref}, {runs_note(d)}{note}.",
             "fig14a",
         )
     )
-    s.items.append(
-        Figure(
-            plots.grouped_bars(sd, "stdev of elapsed (s)", f"{cfg_label(ref)}{note}"),
-            "Fig. 14b view: standard deviation per program",
-            "fig14b",
+    if sd.isna().all().all():
+        s.paras.append("Fig. 14b (standard deviation per program): not drawn, no repeats.")
+    else:
+        s.items.append(
+            Figure(
+                plots.grouped_bars(sd, "stdev of elapsed (s)", f"{cfg_label(ref)}{note}"),
+                "Fig. 14b view: standard deviation of each program's elapsed time over "
+                f"repeats, per policy. Runs: {cfg_label(ref)} t={t_ref}, {runs_note(d)}.",
+                "fig14b",
+            )
         )
-    )
     if not sp.empty:
         spt = sp.pivot(index="entity", columns="policy", values="mean")
         spt = spt.reindex(columns=[p for p in pols if p in spt.columns])
@@ -788,21 +976,37 @@ def fig14(rm: pd.DataFrame, t_ref: int, ref: dict[str, Any], note: str) -> Secti
             s.items.append(
                 Figure(
                     plots.grouped_bars(spt - 1.0, "speedup − 1", f"{cfg_label(ref)}{note}"),
-                    f"Fig. 14c view: speedup over {bname} per program{note}",
+                    f"Fig. 14c view: speedup of each program over {bname} (t_{bname} / "
+                    f"t_policy, paired by repeat) minus 1, per policy. Runs: {cfg_label(ref)} "
+                    f"t={t_ref}, {runs_note(d)}{note}.",
                     "fig14c",
                 )
             )
+    no_rep = bool(sd.isna().all().all())
     rows = []
-    for prog in t.index:
-        row: list[Any] = [prog]
+    for prog in t.index:  # a row per program and policy: a column per policy overflows
         for p in pols:
-            cell = f"{_fmt(t.loc[prog, p])} s (sd {_fmt(sd.loc[prog, p])})"
+            if pd.isna(t.loc[prog, p]):
+                continue
             r = sp[(sp["entity"] == prog) & (sp["policy"] == p)]
-            if not r.empty:
-                cell += f", x{r.iloc[0]['mean']:.3f}"
-            row.append(cell)
-        rows.append(row)
-    s.items.append(Table(["program", *pols], rows, "mean elapsed (stdev), speedup" + note))
+            row: list[Any] = [prog, p, f"{_fmt(t.loc[prog, p])} s"]
+            if not no_rep:
+                row.append(f"{_fmt(sd.loc[prog, p])} s")
+            row.append(f"x{r.iloc[0]['mean']:.3f}" if not r.empty else "–")
+            rows.append(row)
+    s.items.append(
+        Table(
+            [
+                "program",
+                "policy",
+                "mean elapsed",
+                *([] if no_rep else ["stdev"]),
+                f"speedup over {bname}",
+            ],
+            rows,
+            f"{cfg_label(ref)}: per program, mean over repeats{note}",
+        )  # fmt: skip
+    )
     return s
 
 
@@ -813,12 +1017,15 @@ def heatmaps(mx: pd.DataFrame, ref: dict[str, Any]) -> Section:
     d = d[not_baseline(d)]
     nfs = sorted(d["numa_factor"].dropna().unique())
     cps = sorted(d["cores_per_socket"].unique())
-    if len(nfs) < 2 and len(cps) < 2:
+    if len(nfs) < 2 or len(cps) < 2:
+        # a heatmap of one row or column is a bar chart without bars
         s.paras.append(
-            "Not drawn: these runs vary neither the NUMA factor nor the cores per "
-            f"socket (f: {', '.join(f'{x:g}' for x in nfs) or '–'}; cores/socket: "
-            f"{', '.join(str(c) for c in cps)})."
-        )
+            "Not drawn: a heatmap needs at least 2 NUMA factors x 2 core counts per socket; "
+            f"these runs have f: {', '.join(f'{x:g}' for x in nfs) or '–'} and cores/socket: "
+            f"{', '.join(str(c) for c in cps) or '–'}"
+            + (" (the improvement per factor is the Fig. 11 view's forest plot)." if len(nfs) > 1
+               else ".")
+        )  # fmt: skip
         return s
     s.paras.append(
         f"{ref['backend']}, {ref['sockets']} sockets, mix {ref['mix']}: mean improvement "
@@ -832,7 +1039,10 @@ def heatmaps(mx: pd.DataFrame, ref: dict[str, Any]) -> Section:
         s.items.append(
             Figure(
                 plots.heatmap(g, f"{pol}: improvement %", "cores per socket", "NUMA factor"),
-                f"{pol}",
+                f"{pol}: mean improvement over {baseline_name(d)} (%) per NUMA factor (rows) "
+                f"and cores per socket (columns), over threads and repeats. Runs: "
+                f"{ref['backend']} {ref['sockets']} sockets, mix {ref['mix']}, "
+                f"{runs_note(d[d['policy'] == pol])}.",
                 f"heat_{pol}",
             )
         )
@@ -914,89 +1124,6 @@ def errors_section(fr: Frames, notes: list[str] | None = None) -> Section:
         )
     )
     return s
-
-
-# ------------------------------------------------------------------ render
-CSS = """body{font-family:sans-serif;max-width:1200px;margin:2em auto;color:#222}
-table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:13px}
-td,th{border:1px solid #ccc;padding:3px 6px;text-align:left;vertical-align:top}
-th{background:#eee} caption{caption-side:top;text-align:left;font-style:italic;padding:3px}
-figure{margin:1em 0} figcaption{font-style:italic;font-size:13px} .warn{color:#a00;font-weight:bold}
-"""
-
-
-def to_html(secs: list[Section]) -> str:
-    e = html.escape
-    out = [
-        "<!DOCTYPE html>",
-        "<html><head><meta charset='utf-8'>",
-        f"<title>{e(secs[0].title)}</title><style>{CSS}</style></head><body>",
-    ]
-    for i, sec in enumerate(secs):
-        out.append(f"<h{1 if i == 0 else 2}>{e(sec.title)}</h{1 if i == 0 else 2}>")
-        for p in sec.paras:
-            cls = " class='warn'" if p.startswith("WARNING") else ""
-            out.append(f"<p{cls}>{e(p)}</p>")
-        for it in sec.items:
-            if isinstance(it, Table):
-                out.append("<table>")
-                if it.caption:
-                    out.append(f"<caption>{e(it.caption)}</caption>")
-                out.append("<tr>" + "".join(f"<th>{e(str(h))}</th>" for h in it.header) + "</tr>")
-                for r in it.rows:
-                    out.append("<tr>" + "".join(f"<td>{e(_fmt(c))}</td>" for c in r) + "</tr>")
-                out.append("</table>")
-            elif isinstance(it, Figure):
-                out.append(
-                    f"<figure><img alt='{e(it.caption, quote=True)}' "
-                    f"src='data:image/png;base64,{plots.b64(it.png)}'>"
-                    f"<figcaption>{e(it.caption)}</figcaption></figure>"
-                )
-            else:
-                out.append(f"<p>{e(str(it))}</p>")
-    out.append("</body></html>")
-    return "\n".join(out)
-
-
-_MD_SPECIAL = re.compile(r"[\\`*\[\]|#~]")
-_MD_EDGE_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
-
-
-def md_text(v: Any) -> str:
-    """Any text for report.md: strings from specs and runs (mix, policy, program
-    names, notes, errors) must not become markup there either.
-
-    HTML's special characters become entities (viewers render Markdown as HTML:
-    a raw <script> would be live); Markdown's own (backslash, backtick, *, [, ],
-    |, #, ~ and word-edge _) are backslash-escaped; newlines become spaces, so
-    no string can start a block of its own. Intra-word _ (excl_base) stays.
-    """
-    s = html.escape(_fmt(v), quote=False)
-    s = _MD_SPECIAL.sub(lambda m: "\\" + m.group(0), s)
-    s = _MD_EDGE_UNDERSCORE.sub(r"\\_", s)
-    return " ".join(s.splitlines())
-
-
-def to_markdown(secs: list[Section], img_dir: str) -> str:
-    out: list[str] = []
-    for i, sec in enumerate(secs):
-        out.append(f"{'#' if i == 0 else '##'} {md_text(sec.title)}\n")
-        for p in sec.paras:
-            out.append(f"{'**' + md_text(p) + '**' if p.startswith('WARNING') else md_text(p)}\n")
-        for it in sec.items:
-            if isinstance(it, Table):
-                if it.caption:
-                    out.append(f"*{md_text(it.caption)}*\n")
-                out.append("| " + " | ".join(md_text(h) for h in it.header) + " |")
-                out.append("|" + "---|" * len(it.header))
-                for r in it.rows:
-                    out.append("| " + " | ".join(md_text(c) for c in r) + " |")
-                out.append("")
-            elif isinstance(it, Figure):
-                out.append(f"![{md_text(it.caption)}]({img_dir}/{it.name}.png)\n")
-            else:
-                out.append(f"{md_text(it)}\n")
-    return "\n".join(out)
 
 
 def write_report(
