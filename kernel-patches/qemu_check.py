@@ -507,8 +507,10 @@ def problems(
                 continue
             # attempts move when a pass starts; a pass that straddles the
             # switch (a descheduled vCPU) may still add to other counters
-            b, a = run.stats_before[p][other], run.stats_after[p][other]
-            if a["attempts"] != b["attempts"]:
+            b, a = run.stats_before[p].get(other), run.stats_after[p].get(other)
+            if b is None or a is None:
+                bad.append(f"policy {p}: no row for {other} in /proc/sched_numa_lb_stats")
+            elif a["attempts"] != b["attempts"]:
                 bad.append(f"policy {p} in force but {other}'s counters moved")
     checks = [s for s in run.stress if s.get("check") in ("touched", "running", "joined", "munmap")]
     if not checks:
