@@ -25,7 +25,8 @@ Defaults (an explicit value always wins):
   one a build is still writing); ``$GEM5_VARIANT`` (``fast`` or ``opt``) picks
   one, else ``gem5.fast`` (the sweep binary), else ``gem5.opt`` (the debugging
   binary, which also runs every sweep).
-* PARSEC tree: ``$PARSEC_SRC`` > ``<cache>/parsec/src`` when it is a directory.
+* PARSEC tree: ``$PARSEC_SRC`` > ``<cache>/parsec/src`` when it is a directory
+  (``export_parsec_default``: through the environment, see there).
 """
 
 from __future__ import annotations
@@ -117,6 +118,25 @@ def default_parsec_src() -> tuple[str | None, str]:
 
 def parsec_src() -> str | None:
     return default_parsec_src()[0]
+
+
+def export_parsec_default() -> str | None:
+    """Set $PARSEC_SRC to the cached tree when it is unset and the tree is there;
+    returns the path set, else None.
+
+    The default goes through the environment, not into the tools' code:
+    disk-image/build_image.py and workloads/parsec/build_parsec.py are hashed
+    into the image key and the PARSEC build id (so into every run id), and
+    every tool they start reads $PARSEC_SRC. run_all.py, tests/run and the
+    parsec tier call this; run by hand, those two tools need PARSEC_SRC (or
+    --src / --parsec-src) as before.
+    """
+    if os.environ.get("PARSEC_SRC"):
+        return None
+    path, _ = default_parsec_src()
+    if path is not None:
+        os.environ["PARSEC_SRC"] = path
+    return path
 
 
 # ----------------------------------------------------------------------- CLI

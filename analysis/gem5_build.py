@@ -685,6 +685,9 @@ def main(argv: list[str] | None = None) -> int:
     except BuildError as e:
         print(f"build-gem5: error: {e}", file=sys.stderr)
         return e.code
+    except KeyboardInterrupt:  # outside SCons (extraction, hashing): nothing to save
+        print("build-gem5: interrupted; rerun the same command", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":
