@@ -139,7 +139,13 @@ def git_kind(path: Path) -> str | None:
 
 
 def git_base(path: Path, kind: str) -> list[str]:
-    return ["-C", str(path)] if kind == "work" else [f"--git-dir={path}"]
+    """``--git-dir=...`` of @path: commands that read objects, not its work tree."""
+    if kind == "work":
+        r = git(["-C", str(path), "rev-parse", "--absolute-git-dir"], timeout=60)
+        if r.returncode != 0:
+            raise BuildError(EXIT_USAGE, f"{path}: not a usable git work tree: {r.stderr.strip()}")
+        return [f"--git-dir={r.stdout.strip()}"]
+    return [f"--git-dir={path}"]
 
 
 def tag_commit(base: list[str]) -> str | None:
@@ -232,10 +238,10 @@ def from_git(path: Path, kind: str, origin: str) -> Source:
     base = git_base(path, kind)
     commit = tag_commit(base)
     if kind == "work":
-        head = git([*base, "rev-parse", "HEAD"], timeout=60).stdout.strip()
+        head = git(["-C", str(path), "rev-parse", "HEAD"], timeout=60).stdout.strip()
         if head == cache.GEM5_COMMIT:
             check_tree(path)
-            st = git([*base, "status", "--porcelain", "--untracked-files=no"])
+            st = git(["-C", str(path), "status", "--porcelain", "--untracked-files=no"])
             changed = [ln[3:] for ln in st.stdout.splitlines() if ln.strip()]
             if changed:
                 raise BuildError(
