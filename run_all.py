@@ -274,9 +274,6 @@ def main(argv: list[str] | None = None) -> int:
 
         return build_gem5_main(argv[1:])
     a = parser().parse_args(argv)
-    from analysis.cache import export_parsec_default
-
-    export_parsec_default()  # PARSEC_SRC unset: the cache's PARSEC tree, when there
 
     if a.command == "worker":
         from analysis.sweep.worker import run_one
@@ -377,6 +374,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from analysis.cache import export_parsec_default
+
+    export_parsec_default()  # PARSEC_SRC unset: the cache's PARSEC tree, when it is there
     try:
         sys.exit(main())
     except KeyboardInterrupt:

@@ -660,7 +660,12 @@ def build(a: argparse.Namespace) -> int:
             if old is not None:
                 log(f"{binary} is built (sha256 {old['binary_sha256'][:12]}); provenance rewritten")
                 rec = provenance_record(
-                    binary, source, build_dir, variant, old["scons"]["steps"], options
+                    binary,
+                    source,
+                    build_dir,
+                    variant,
+                    (old.get("scons") or {}).get("steps", {}),
+                    options,
                 )
                 write_provenance(binary, rec)
                 continue
