@@ -23,6 +23,7 @@ import pytest
 
 from analysis import cache
 from analysis import gem5_build as gb
+from analysis import gem5_source as gs
 from analysis.sweep import provenance as pv
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -192,23 +193,23 @@ def test_extract_leaves_test_progs_out_and_marks_the_commit(
     (repo / "src" / "sim" / "main.cc").write_text("// local edit\n")  # HEAD != tag after this
     git("commit", "-qam", "local", cwd=repo)
     monkeypatch.setattr(cache, "GEM5_COMMIT", head)  # this repo's tag stands for gem5's
-    src = gb.resolve_source(str(repo), None)
+    src = gs.resolve_source(str(repo), None)
     dest = cache_dir / "gem5" / "src" / "v24.0.0.1"
     assert src.tree == dest and src.commit == head
     assert (dest / "src" / "sim" / "main.cc").read_text() == "int main() { return 0; }\n"
     assert not (dest / "tests" / "test-progs").exists()
-    assert json.loads((dest / gb.MARKER).read_text())["commit"] == head
+    assert json.loads((dest / gs.MARKER).read_text())["commit"] == head
     # rerun: reused as it is; a plain --src of it knows its commit from the marker
-    assert gb.resolve_source(str(repo), None).tree == dest
-    assert gb.resolve_source(str(dest), None).commit == head
+    assert gs.resolve_source(str(repo), None).tree == dest
+    assert gs.resolve_source(str(dest), None).commit == head
     # a cached tree that differs from the tag (no marker) is refused, not overwritten
-    (dest / gb.MARKER).unlink()
+    (dest / gs.MARKER).unlink()
     (dest / "src" / "sim" / "main.cc").write_text("// patched gem5\n")
-    with pytest.raises(gb.BuildError, match=r"differs from v24.0.0.1 in 1 files \(e.g. src/sim"):
-        gb.resolve_source(str(repo), None)
+    with pytest.raises(gs.BuildError, match=r"differs from v24.0.0.1 in 1 files \(e.g. src/sim"):
+        gs.resolve_source(str(repo), None)
     (dest / "src" / "sim" / "main.cc").write_text("int main() { return 0; }\n")
-    assert gb.resolve_source(str(repo), None).commit == head  # verified, marker rewritten
-    assert json.loads((dest / gb.MARKER).read_text())["how"].startswith("verified")
+    assert gs.resolve_source(str(repo), None).commit == head  # verified, marker rewritten
+    assert json.loads((dest / gs.MARKER).read_text())["how"].startswith("verified")
 
 
 def test_a_clean_clone_at_the_tag_is_built_in_place_a_modified_one_refused(
@@ -218,11 +219,11 @@ def test_a_clean_clone_at_the_tag_is_built_in_place_a_modified_one_refused(
     repo.mkdir()
     head = tiny_repo(repo)
     monkeypatch.setattr(cache, "GEM5_COMMIT", head)
-    src = gb.resolve_source(str(repo), None)
+    src = gs.resolve_source(str(repo), None)
     assert src.tree == repo and src.commit == head and "clean" in src.commit_how
     (repo / "src" / "sim" / "main.cc").write_text("// patched\n")
-    with pytest.raises(gb.BuildError, match="1 tracked files modified") as e:
-        gb.resolve_source(str(repo), None)
+    with pytest.raises(gs.BuildError, match="1 tracked files modified") as e:
+        gs.resolve_source(str(repo), None)
     assert e.value.code == 2
 
 
@@ -237,8 +238,8 @@ def test_provenance_of_a_real_elf(tmp_path: Path, cache_dir: Path) -> None:
     binary = bdir / "gem5.fast"
     shutil.copy2("/bin/true", binary)
     tree = fake_tree(tmp_path / "tree")
-    source = gb.Source(tree, None, "unknown", str(tree))
-    inv = gb.Invocation(["scons", str(binary)], gb.now_iso(), 12.5, 20.0, 0, False)
+    source = gs.Source(tree, None, "unknown", str(tree))
+    inv = gb.Invocation(["scons", str(binary)], gs.now_iso(), 12.5, 20.0, 0, False)
     gb.append_history(binary, inv)
     rec = gb.provenance_record(binary, source, bdir, "fast", {"build": inv.argv}, {"jobs": 2})
     out = gb.write_provenance(binary, rec)
@@ -423,3 +424,31 @@ def test_real_defconfig_and_setconfig_of_a_new_build_dir(tmp_path: Path) -> None
     # configured already: a rerun starts no SCons
     r = build_gem5(args, env)
     assert r.returncode == 0 and "$ " not in r.stderr and "configured:" in r.stderr
+
+
+def test_a_rerun_on_a_finished_build_starts_no_scons(tmp_path: Path, cache_dir: Path) -> None:
+    env, mark = spy_scons(tmp_path)
+    env["NUMA_LB_CACHE"] = str(cache_dir)
+    tree = fake_tree(tmp_path / "tree")
+    bdir = cache.gem5_build_dir()
+    (bdir / "gem5.build").mkdir(parents=True)
+    (bdir / "gem5.build" / "config").write_text('RUBY=y\nPROTOCOL="MOESI_hammer"\nUSE_X86_ISA=y\n')
+    binary = install(cache.gem5_binary("fast"), provenance=False)
+    source = gs.Source(tree, None, "unknown", str(tree))
+    steps = {"build": ["scons", str(binary), "-j2"]}
+    gb.write_provenance(
+        binary, gb.provenance_record(binary, source, bdir, "fast", steps, {"jobs": 2, "nice": 19})
+    )
+    r = build_gem5(["--src", str(tree), "--jobs", "1"], env)
+    assert r.returncode == 0, r.stderr
+    assert "is built (sha256" in r.stderr and not mark.exists()
+    rec = json.loads(cache.provenance_path(binary).read_text())
+    assert rec["scons"] == {"steps": steps, "jobs": 2, "nice": 19}  # how it was built
+    # the binary changed since: SCons runs (here a stand-in that fails), and it is recorded
+    with open(binary, "ab") as f:
+        f.write(b"\0")
+    r = build_gem5(["--src", str(tree), "--jobs", "1"], env)
+    assert r.returncode == 1 and "scons gem5.fast failed (exit 1)" in r.stderr
+    assert mark.exists()
+    hist = gb.read_history(binary)
+    assert [h["exit_code"] for h in hist] == [1] and hist[0]["argv"][-1] == "-j1"
