@@ -35,7 +35,8 @@ def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     c = tmp_path / "cache"
     monkeypatch.setenv("NUMA_LB_CACHE", str(c))
     for var in ("GEM5", "GEM5_VARIANT", "PARSEC_SRC"):
-        monkeypatch.delenv(var, raising=False)
+        monkeypatch.setenv(var, "")  # recorded: whatever a test sets is undone afterwards
+        monkeypatch.delenv(var)
     return c
 
 
