@@ -14,6 +14,7 @@
     ./run_all.py bench-machine [--cores 1,2,4]   # gem5 boot s and ROI speed vs one socket
     ./run_all.py bench-run --from RUN_DIR --old GEM5_A --new GEM5_B   # per-phase host s
     ./run_all.py presets
+    ./run_all.py build-gem5 [--src PATH] [--variant fast|opt]   # gem5 into the cache
 
 The first line of `run` names the backend. Exit codes of `run`: 0 every run
 done, 1 some run failed or timed out, 2 bad spec/usage (also: more than 10,000
@@ -22,7 +23,9 @@ runs without --allow-large; the paper/sensitivity presets on qemu without
 program of the sweep's mixes) or stopped early (disk), 130
 interrupted (rerun the same command to resume). `status` and `report` exit 2
 when a directory does not exist or holds no runs (`report`: also unreadable
-frames, several --frames without --out). See analysis/README.md.
+frames, several --frames without --out). `build-gem5`: see README, gem5, and
+analysis/gem5_build.py (0 built, 1 SCons failed, 2 not gem5 v24.0.0.1, 3
+missing prerequisite, 130 interrupted: rerun to resume). See analysis/README.md.
 """
 
 from __future__ import annotations
@@ -35,9 +38,18 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 COMMANDS = (
-    "run", "status", "report", "bench", "bench-machine", "bench-run", "calibrate", "presets",
+    "run",
+    "status",
+    "report",
+    "bench",
+    "bench-machine",
+    "bench-run",
+    "calibrate",
+    "presets",
+    "build-gem5",
     "worker",
-)  # fmt: skip
+)
+GEM5_HELP = "gem5 binary (default: $GEM5, else the cached build-gem5 build: README, gem5)"
 EXIT_USAGE = 2
 MAX_JOBS = 1024
 
@@ -190,7 +202,7 @@ def parser() -> argparse.ArgumentParser:
         action="store_false",
         help="do not build the kernel/image; fail if they are missing",
     )
-    r.add_argument("--gem5", help="gem5.opt binary (default: $GEM5)")
+    r.add_argument("--gem5", help=GEM5_HELP)
     r.add_argument("--no-report", dest="report", action="store_false")
     r.add_argument("--no-wait", dest="wait", action="store_false", help="slurm: submit and return")
     r.add_argument("--poll", type=positive_float, default=5.0, help="slurm: seconds between polls")
@@ -234,15 +246,15 @@ def parser() -> argparse.ArgumentParser:
         help="cores per socket to measure, e.g. 1,2,4 (4 sockets)",
     )
     bm.add_argument("--no-probe-filter-too", dest="pf_off", action="store_true")
-    bm.add_argument("--gem5", help="gem5.opt binary (default: $GEM5)")
+    bm.add_argument("--gem5", help=GEM5_HELP)
     bm.add_argument("--out", type=Path, help="work directory (default: a temp dir)")
 
     br = sub.add_parser(
         "bench-run", help="gem5: one run's point two ways from one checkpoint, host s per phase"
     )
     br.add_argument("--from", dest="run_dir", type=Path, help="a gem5 run dir: the point")
-    br.add_argument("--old", help="old gem5 binary (default: $GEM5)")
-    br.add_argument("--new", help="new gem5 binary (default: $GEM5)")
+    br.add_argument("--old", help="old " + GEM5_HELP)
+    br.add_argument("--new", help="new " + GEM5_HELP)
     br.add_argument("--old-args", default="", help="extra run-script arguments, old run")
     br.add_argument("--new-args", default="", help="extra run-script arguments, new run")
     br.add_argument("--checkpoint", type=Path, help="boot checkpoint (default: the run's)")
@@ -257,6 +269,8 @@ def parser() -> argparse.ArgumentParser:
     )
 
     sub.add_parser("presets", help="list the shipped presets")
+    # listed here for --help; its arguments are analysis/gem5_build.py's own
+    sub.add_parser("build-gem5", help="build gem5 v24.0.0.1 (X86, MOESI_hammer) into the cache")
 
     wk = sub.add_parser("worker", help="(internal) execute one run directory")
     wk.add_argument("run_dir", type=Path)
@@ -268,6 +282,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help")):
         argv.insert(0, "run")
+    if argv[0] == "build-gem5":
+        from analysis.gem5_build import main as build_gem5_main
+
+        return build_gem5_main(argv[1:])
     a = parser().parse_args(argv)
 
     if a.command == "worker":
@@ -373,6 +391,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from analysis.cache import export_parsec_default
+
+    export_parsec_default()  # PARSEC_SRC unset: the cache's PARSEC tree, when it is there
     try:
         sys.exit(main())
     except KeyboardInterrupt:

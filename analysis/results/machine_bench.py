@@ -19,7 +19,6 @@ filter off, as a ratio to the probe filter on.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -27,6 +26,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from analysis.cache import default_gem5
 
 from ..sweep.backends import children_cpu_s
 from .gem5stats import core_counters, parse_stats_file, roi_dump, roi_dump_index
@@ -105,9 +106,9 @@ def measure(gem5: str, m: Machine, kernel: Path, image: Path, work: Path) -> dic
 
 
 def main(gem5: str | None, cores: list[int], pf_off: bool, out: Path | None) -> int:
-    gem5 = gem5 or os.environ.get("GEM5")
+    gem5, how = default_gem5(gem5)
     if not gem5:
-        print("bench-machine: needs gem5 (--gem5 or $GEM5)", file=sys.stderr)
+        print(f"bench-machine: needs gem5 (--gem5, $GEM5 or build-gem5): {how}", file=sys.stderr)
         return 3
     sys.path.insert(0, str(ROOT / "kernel-patches"))
     sys.path.insert(0, str(ROOT / "disk-image"))

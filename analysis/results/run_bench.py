@@ -39,6 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from analysis.cache import default_gem5
+
 from .machine_bench import RUN_SCRIPT, gem5_process
 from .run_phases import PHASES, phase_columns
 
@@ -107,12 +109,12 @@ def point_args(run_dir: Path, checkpoint: Path | None) -> tuple[list[str], Path]
 
 def variants(old: str | None, new: str | None, old_args: str, new_args: str) -> list[Variant]:
     """The two ways to run; Refused without a usable gem5."""
-    env = os.environ.get("GEM5")
+    env, why = default_gem5()
     out = []
     for label, given, extra in (("old", old, old_args), ("new", new, new_args)):
         gem5 = given or env
         if not gem5:
-            raise Refused(f"needs gem5: --{label} GEM5 or $GEM5")
+            raise Refused(f"needs gem5: --{label} GEM5, $GEM5 or a cached build ({why})")
         if not (Path(gem5).is_file() and os.access(gem5, os.X_OK)):
             raise Refused(f"--{label} gem5 {gem5}: not an executable file")
         try:

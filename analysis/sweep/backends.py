@@ -32,6 +32,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from analysis.cache import default_gem5
+
 from . import provenance as pv
 from . import staging
 from .point import Provenance, SweepPoint, canonical_json
@@ -104,15 +106,17 @@ class Outcome:
 
 
 def resolve_backend(requested: str, gem5_flag: str | None) -> tuple[str, str]:
-    """(backend, reason). auto = gem5 when a gem5 binary is configured, else qemu."""
-    gem5 = gem5_flag or os.environ.get("GEM5")
+    """(backend, reason). auto = gem5 when a gem5 binary is configured (--gem5,
+    $GEM5, or a finished build in the cache: analysis/cache.py), else qemu."""
     if requested == "qemu":
         return "qemu", "requested by the spec/CLI"
     if requested == "gem5":
         return "gem5", "requested by the spec/CLI"
+    gem5, how = default_gem5(gem5_flag)
     if gem5 and Path(gem5).is_file() and os.access(gem5, os.X_OK):
-        return "gem5", f"auto: gem5 configured ({gem5})"
-    return "qemu", "auto: no gem5 configured (GEM5 unset or not executable)"
+        return "gem5", f"auto: gem5 configured ({gem5}, from {how})"
+    why = how if gem5 is None else f"{how} {gem5} is not an executable file"
+    return "qemu", f"auto: no gem5 configured ({why})"
 
 
 def announce(backend: str, art: Artifacts | None) -> str:
@@ -155,11 +159,12 @@ def prepare(
                 "primitive is being written by the disk-image engineer)"
             )
     elif backend == "gem5":
-        g = gem5_flag or os.environ.get("GEM5")
+        g, how = default_gem5(gem5_flag)
         if not g:
             raise pv.PrerequisiteError(
-                "gem5 backend: no gem5 binary; set GEM5=/path/to/gem5.opt or pass --gem5 "
-                "(gem5 v24.0.0.1, X86, Ruby MOESI_hammer)"
+                "gem5 backend: no gem5 binary; build one into the cache with "
+                "`./run_all.py build-gem5`, set GEM5=/path/to/gem5.fast or pass --gem5 "
+                f"(gem5 v24.0.0.1, X86, Ruby MOESI_hammer); {how}"
             )
         gp = Path(g)
         if not (gp.is_file() and os.access(gp, os.X_OK)):
@@ -170,6 +175,9 @@ def prepare(
             k: opts[k] for k in sorted(opts) if "PROTOCOL" in k or "ISA" in k
         }
         paths["gem5"] = str(gp.resolve())
+        info["gem5_chosen_by"] = how
+        # build-gem5's record of how this binary was built (None: built by hand)
+        info["gem5_build"] = pv.gem5_build_provenance(gp)
     else:
         raise ValueError(backend)
 

@@ -51,9 +51,10 @@ def qemu_timing_refusal(spec: Spec, backend: str, backend_why: str, allowed: boo
     return (
         f"the {which} preset measures timing (elapsed time, IPC, improvement over the "
         f"baseline) and the backend is qemu ({backend_why}), whose timing is functional "
-        "emulation, NOT architectural performance. Run it on gem5 (GEM5=/path/to/gem5.opt "
-        f"or --gem5 PATH), or pass {ALLOW_QEMU_TIMING_FLAG} to run it on qemu anyway "
-        "(its reports then carry the qemu caveat)"
+        "emulation, NOT architectural performance. Run it on gem5 (`./run_all.py "
+        "build-gem5`, GEM5=/path/to/gem5.fast or --gem5 PATH), or pass "
+        f"{ALLOW_QEMU_TIMING_FLAG} to run it on qemu anyway (its reports then carry the "
+        "qemu caveat)"
     )
 
 

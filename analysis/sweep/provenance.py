@@ -15,16 +15,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from analysis.cache import cache_root, provenance_path
+
 ROOT = Path(__file__).resolve().parents[2]
 CODE_SUFFIXES = (".py", ".json", ".csv", ".toml")
 
 
 class PrerequisiteError(RuntimeError):
     """A prerequisite is missing; the message says what and how to get it."""
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("NUMA_LB_CACHE", Path.home() / ".cache" / "numa-lb-study"))
 
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
@@ -208,6 +206,26 @@ def gem5_version(binary: Path) -> tuple[str, dict[str, str]]:
             f"gem5: {binary} is {got}; the study needs {GEM5_REQUIRED} (see README, gem5)"
         )
     return str(info["version"]), {k: str(v) for k, v in build.items()}
+
+
+def gem5_build_provenance(binary: Path) -> dict[str, Any] | None:
+    """The build provenance build-gem5 wrote beside @binary (analysis/gem5_build.py):
+    its path, SHA-256 and content, and whether it records this binary's SHA-256.
+    None when the binary was not built by build-gem5 (a gem5 built by hand)."""
+    f = provenance_path(Path(binary).resolve())
+    try:
+        raw = f.read_bytes()
+        content = json.loads(raw)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(content, dict):
+        return None
+    return {
+        "file": str(f),
+        "sha256": hashlib.sha256(raw).hexdigest(),
+        "records_this_binary": content.get("binary_sha256") == cached_sha256(Path(binary)),
+        "content": content,
+    }
 
 
 def qemu_version() -> str:

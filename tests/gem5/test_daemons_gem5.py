@@ -25,13 +25,15 @@ from typing import Any
 
 import pytest
 
+from analysis.cache import default_gem5
+
 REPO = Path(__file__).resolve().parents[2]
 for p in (REPO / "configs", REPO / "disk-image", REPO / "kernel-patches", REPO):
     sys.path.insert(0, str(p))
 
 pytestmark = pytest.mark.gem5
 
-GEM5 = os.environ.get("GEM5", "")
+GEM5 = default_gem5()[0] or ""  # $GEM5, else the cached build (analysis/cache.py)
 BOOT_TIMEOUT_S = 4 * 3600
 RUN_TIMEOUT_S = 4 * 3600
 # a link latency, not a factor: the tier needs no calibration table of this machine
@@ -58,7 +60,7 @@ PARAMS = {
 
 def _why_not() -> str | None:
     if not GEM5 or not os.access(GEM5, os.X_OK):
-        return "$GEM5 is not set to a gem5.opt binary"
+        return "no gem5 binary: " + default_gem5()[1]
     return None
 
 

@@ -17,11 +17,13 @@ from pathlib import Path
 
 import pytest
 
+from analysis.cache import default_gem5
+
 pytestmark = pytest.mark.gem5
 
 REPO = Path(__file__).resolve().parents[2]
 M5DIR = REPO / "workloads" / "m5ops"
-GEM5 = os.environ.get("GEM5", "")
+GEM5 = default_gem5()[0] or ""  # $GEM5, else the cached build (analysis/cache.py)
 
 DRIVER = r"""
 #include "m5ops.h"
@@ -100,7 +102,7 @@ print("CAUSE " + sim.get_last_exit_event_cause(), flush=True)
 
 def test_all_ops_under_gem5(tmp_path: Path) -> None:
     if not GEM5 or not os.access(GEM5, os.X_OK):
-        pytest.skip("SKIPPED gem5-m5ops: set GEM5 to a gem5.opt binary to run this tier")
+        pytest.skip("SKIPPED gem5-m5ops: " + default_gem5()[1])
     if shutil.which("gcc") is None:
         pytest.skip("SKIPPED gem5-m5ops: gcc not found")
     build = tmp_path / "m5"

@@ -27,6 +27,8 @@ from typing import Any
 
 import pytest
 
+from analysis.cache import default_gem5
+
 REPO = Path(__file__).resolve().parents[2]
 for p in (REPO / "configs", REPO / "disk-image", REPO / "kernel-patches", REPO):
     sys.path.insert(0, str(p))
@@ -35,7 +37,7 @@ from numa_lb.topology import Topology  # noqa: E402
 
 pytestmark = pytest.mark.gem5
 
-GEM5 = os.environ.get("GEM5", "")
+GEM5 = default_gem5()[0] or ""  # $GEM5, else the cached build (analysis/cache.py)
 BOOT_TIMEOUT_S = 3 * 3600
 RUN_TIMEOUT_S = 3600
 # Link latencies, not factors: the tier must not depend on a calibration table of
@@ -55,7 +57,7 @@ SMALL_MIX = [{"name": "cs", "workload": "compute_small", "threads": 2, "args": [
 
 def _why_not() -> str | None:
     if not GEM5 or not os.access(GEM5, os.X_OK):
-        return "$GEM5 is not set to a gem5.opt binary"
+        return "no gem5 binary: " + default_gem5()[1]
     return None
 
 

@@ -17,6 +17,10 @@ from typing import Any
 
 import pytest
 
+from analysis.cache import default_gem5
+
+NO_GEM5 = "SKIPPED gem5: no gem5 binary: " + default_gem5()[1]
+
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "configs"))
 
@@ -27,7 +31,7 @@ pytestmark = pytest.mark.gem5
 
 
 def _gem5() -> Path | None:
-    value = os.environ.get("GEM5")
+    value = default_gem5()[0]  # $GEM5, else the cached build (analysis/cache.py)
     return Path(value) if value and Path(value).is_file() else None
 
 
@@ -51,7 +55,7 @@ def _kernel() -> Path | None:
 GEM5 = _gem5()
 KERNEL = _kernel() if GEM5 else None
 if GEM5 is None:
-    REASON = "SKIPPED gem5: $GEM5 is not set to a gem5.opt binary"
+    REASON = NO_GEM5
 elif KERNEL is None:
     REASON = "SKIPPED gem5: no kernel ($NUMA_LB_VMLINUX unset, no kbuild.py artifact)"
 else:
@@ -116,7 +120,7 @@ def test_instantiate(sockets: int, cores: int, tmp_path: Path) -> None:
     assert len(_objects(config, "L1Cache_Controller")) == sockets * cores
 
 
-@pytest.mark.skipif(GEM5 is None, reason="SKIPPED gem5: $GEM5 is not set to a gem5.opt binary")
+@pytest.mark.skipif(GEM5 is None, reason=NO_GEM5)
 @pytest.mark.parametrize(
     ("machine", "refused"),
     [

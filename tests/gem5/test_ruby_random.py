@@ -16,8 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from analysis.cache import default_gem5
+
+NO_GEM5 = "SKIPPED gem5: no gem5 binary: " + default_gem5()[1]
+
 REPO = Path(__file__).resolve().parents[2]
-GEM5 = os.environ.get("GEM5", "")
+GEM5 = default_gem5()[0] or ""  # $GEM5, else the cached build (analysis/cache.py)
 pytestmark = pytest.mark.gem5
 
 # Each machine with full-size caches, then with tiny caches and probe filter (as
@@ -37,7 +41,7 @@ IDS = list(MACHINES) + [f"{k}-tiny" for k in MACHINES]
 @pytest.mark.parametrize("machine", CASES, ids=IDS)
 def test_random_tester_passes(machine: list[str], tmp_path: Path) -> None:
     if not GEM5 or not os.access(GEM5, os.X_OK):
-        pytest.skip("SKIPPED gem5: $GEM5 is not set to a gem5.opt binary")
+        pytest.skip(NO_GEM5)
     run = subprocess.run(
         [GEM5, f"--outdir={tmp_path}", str(REPO / "configs" / "ruby_random_test.py"),
          *machine, "--link-latency", "40", "--checks", "100000"],
@@ -72,7 +76,7 @@ def test_a_stats_reset_also_resets_the_routers_throttles(plain: bool, tmp_path: 
     reset they match what each directory received after it (give or take the
     messages in flight when the tester stops)."""
     if not GEM5 or not os.access(GEM5, os.X_OK):
-        pytest.skip("SKIPPED gem5: $GEM5 is not set to a gem5.opt binary")
+        pytest.skip(NO_GEM5)
     from analysis.results.gem5stats import parse_stats_file  # noqa: PLC0415
 
     run = subprocess.run(
@@ -119,7 +123,7 @@ def test_randomization_erases_the_link_latency_and_study_runs_refuse_it(tmp_path
     link shows up (captured 2026-11-25: 258 -> 1424 cycles; with it 248 at
     both). So numa_run.py, the study's run script, refuses --perturb."""
     if not GEM5 or not os.access(GEM5, os.X_OK):
-        pytest.skip("SKIPPED gem5: $GEM5 is not set to a gem5.opt binary")
+        pytest.skip(NO_GEM5)
     fixed = {link: _tester_latency(tmp_path, link, False) for link in (40, 400)}
     rand = {link: _tester_latency(tmp_path, link, True) for link in (40, 400)}
     assert fixed[400]["miss_latency"] > 3 * fixed[40]["miss_latency"], fixed

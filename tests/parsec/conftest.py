@@ -3,8 +3,10 @@ host, then in the guest image under QEMU.
 
     PARSEC_SRC=~/parsec-3.0 python3 -m pytest -q -rs tests/parsec
 
-tests/run prints "SKIPPED parsec: ..." and does not start pytest when PARSEC_SRC
-is unset; run directly, the tier skips with the same reason. What is run: every
+PARSEC_SRC unset: the tree in the project's cache, <cache>/parsec/src, when it is
+there (analysis/cache.py). tests/run prints "SKIPPED parsec: ..." and does not
+start pytest when there is no tree; run directly, the tier skips with the same
+reason. What is run: every
 program the catalog says is available at simsmall (parsec_catalog.available_programs)
 with 4 threads, plus the template programs at test size natively. The time of
 each run is printed at the end (and written to <cache>/parsec/tier/).
@@ -29,6 +31,8 @@ for p in (ROOT / "workloads" / "parsec", ROOT / "workloads", ROOT / "disk-image"
 import build_parsec  # noqa: E402
 import parsec_catalog as cat  # noqa: E402
 
+from analysis.cache import default_parsec_src, export_parsec_default  # noqa: E402
+
 INPUT = "simsmall"
 THREADS = 4
 # measured times, printed in the terminal summary: (where, program) -> record
@@ -36,8 +40,9 @@ TIMES: dict[tuple[str, str], dict[str, object]] = {}
 
 
 def skip_reason() -> str | None:
+    export_parsec_default()  # PARSEC_SRC unset: the cache's tree (analysis/cache.py)
     if not os.environ.get("PARSEC_SRC"):
-        return "PARSEC_SRC is not set (a PARSEC 3.0 tree, e.g. of bamos/parsec-benchmark)"
+        return default_parsec_src()[1]
     return None
 
 

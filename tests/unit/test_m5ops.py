@@ -16,9 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from analysis.cache import gem5_src_dir
+
 REPO = Path(__file__).resolve().parents[2]
 M5DIR = REPO / "workloads" / "m5ops"
-GEM5_SRC = Path(os.environ.get("GEM5_SRC", Path.home() / ".cache/numa-lb-study/gem5/v24.0.0.1"))
+# gem5's source tree: $GEM5_SRC, else the one build-gem5 uses (<cache>/gem5/src/v24.0.0.1)
+GEM5_SRC = Path(os.environ.get("GEM5_SRC") or gem5_src_dir())
 
 # Our function table, restated independently of m5ops.h: op name -> immediate.
 OPS = {

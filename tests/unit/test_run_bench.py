@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -29,8 +30,13 @@ RUN = ROOT / "tests" / "fixtures" / "gem5-run-4x2"  # a real run directory of a 
 TRUE = shutil.which("true")  # an executable file; never run by these tests
 
 
+EMPTY_CACHE = Path(tempfile.mkdtemp(prefix="numa-lb-empty-cache-"))
+
+
 def _bench(*args: str, env_gem5: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "GEM5"}
+    env = {k: v for k, v in os.environ.items() if k not in ("GEM5", "GEM5_VARIANT")}
+    # an empty cache: no cached gem5 build stands in for a missing one
+    env["NUMA_LB_CACHE"] = str(EMPTY_CACHE)
     if env_gem5 is not None:
         env["GEM5"] = env_gem5
     cmd = [sys.executable, str(ROOT / "run_all.py"), "bench-run", *args]
@@ -64,8 +70,8 @@ def _refusal(p: subprocess.CompletedProcess[str], want: str) -> None:
 
 
 def test_refuses_without_gem5() -> None:
-    _refusal(_bench("--from", str(RUN)), "needs gem5: --old GEM5 or $GEM5")
-    _refusal(_bench("--from", str(RUN), "--old", TRUE), "needs gem5: --new GEM5 or $GEM5")
+    _refusal(_bench("--from", str(RUN)), "needs gem5: --old GEM5, $GEM5 or a cached build")
+    _refusal(_bench("--from", str(RUN), "--old", TRUE), "needs gem5: --new GEM5, $GEM5 or a cached")
 
 
 def test_refuses_a_gem5_that_is_not_an_executable_file(tmp_path: Path) -> None:

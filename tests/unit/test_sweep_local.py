@@ -275,12 +275,14 @@ def test_missing_gem5_is_a_clear_early_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("GEM5", raising=False)
+    monkeypatch.setenv("NUMA_LB_CACHE", str(tmp_path / "cache"))  # no cached gem5 build either
     spec = load_spec(preset="quick", overrides=["sweep.backend=gem5"])
     buf = io.StringIO()
     code = sweep.run_sweep(spec, sweep.Options(out=tmp_path / "s", stream=buf))
     assert code == 3
     assert buf.getvalue().splitlines()[0].startswith("backend: gem5")
-    assert "set GEM5=/path/to/gem5.opt or pass --gem5" in buf.getvalue()
+    assert "`./run_all.py build-gem5`, set GEM5=/path/to/gem5.fast or pass --gem5" in buf.getvalue()
+    assert "the cache holds no finished gem5.fast or gem5.opt" in buf.getvalue()
     with pytest.raises(PrerequisiteError, match="not an executable"):
         bk.prepare("gem5", "release", False, str(tmp_path / "no-gem5"))
 
