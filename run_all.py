@@ -354,6 +354,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from analysis.project_python import reexec
+
+    reexec(__file__, sys.argv[1:])  # the clone's .venv (made by .ci/setup), if not running it
     try:
         sys.exit(main())
     except KeyboardInterrupt:
