@@ -103,13 +103,16 @@ class Outcome:
         }
 
 
-def resolve_backend(requested: str, gem5_flag: str | None) -> tuple[str, str]:
-    """(backend, reason). auto = gem5 when a gem5 binary is configured, else qemu."""
+def resolve_backend(
+    requested: str, gem5_flag: str | None, origin: str = "the spec"
+) -> tuple[str, str]:
+    """(backend, reason). auto = gem5 when a gem5 binary is configured, else qemu.
+
+    @origin names who set sweep.backend: "preset quick", "spec FILE",
+    "--backend", "--set sweep.backend"."""
     gem5 = gem5_flag or os.environ.get("GEM5")
-    if requested == "qemu":
-        return "qemu", "requested by the spec/CLI"
-    if requested == "gem5":
-        return "gem5", "requested by the spec/CLI"
+    if requested in ("qemu", "gem5"):
+        return requested, f'requested by {origin}: sweep.backend = "{requested}"'
     if gem5 and Path(gem5).is_file() and os.access(gem5, os.X_OK):
         return "gem5", f"auto: gem5 configured ({gem5})"
     return "qemu", "auto: no gem5 configured (GEM5 unset or not executable)"
