@@ -424,6 +424,29 @@ def ensure_checkpoint(rec: dict[str, Any], run_dir: Path, log: Any, timeout_s: f
     )
 
 
+def checkpoint_activity(run_dir: Path) -> str:
+    """What a running gem5 run is doing about its boot checkpoint, from its
+    logs/gem5.log ("" when it has its checkpoint or never asked for one)."""
+    logs = run_dir / "logs"
+    if (logs / HOST_TIMES_NAME).exists():  # written once the checkpoint is there
+        return ""
+    try:
+        with open(logs / "gem5.log", "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - (256 << 10)))
+            tail = f.read().decode(errors="replace")
+    except OSError:
+        return ""
+    for line in reversed(tail.splitlines()):
+        if line.startswith("waiting for boot checkpoint "):
+            return "waiting for its boot checkpoint (another run is booting it)"
+        if line.startswith("boot checkpoint "):
+            if ": lock released" in line:  # the wait is over: restoring it next
+                return ""
+            return f"booting its boot checkpoint under gem5 ({staging.CHECKPOINT_TYPICAL})"
+    return ""
+
+
 def children_cpu_s() -> float:
     """User + system CPU seconds of this process's reaped children. A worker
     runs one gem5 at a time, so the difference around one gem5 process is that
