@@ -113,6 +113,13 @@ def _shortcut_overrides(a: argparse.Namespace) -> list[str]:
     return ov + list(a.set or [])
 
 
+def _backend_origin(a: argparse.Namespace) -> str | None:
+    """Which option set sweep.backend (the last one wins), or None: the spec did."""
+    if any(x.split("=", 1)[0].strip() == "sweep.backend" for x in a.set or []):
+        return "--set sweep.backend"
+    return "--backend" if a.backend is not None else None
+
+
 def _no_runs(dirs: list[Path]) -> str | None:
     """Why `status`/`report` has nothing to read (missing dir, no run dirs), or None."""
     from analysis.results.frames import find_runs
@@ -156,13 +163,25 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--numa-factors", dest="numa_factors", help="= --set axes.numa_factor=...")
     r.add_argument("--threads", help="= --set axes.threads=...")
     r.add_argument("--sockets", help="= --set axes.sockets=...")
-    r.add_argument("--cores-per-socket", dest="cores_per_socket")
+    r.add_argument(
+        "--cores-per-socket", dest="cores_per_socket", help="= --set axes.cores_per_socket=..."
+    )
     r.add_argument("--mixes", help="= --set axes.mix=...")
-    r.add_argument("--repeats", type=int_in(1))
-    r.add_argument("--backend", choices=["auto", "qemu", "gem5"])
+    r.add_argument("--repeats", type=int_in(1), help="= --set sweep.repeats=N (runs per point)")
+    r.add_argument(
+        "--backend",
+        choices=["auto", "qemu", "gem5"],
+        help="= --set sweep.backend=...; auto: gem5 when GEM5/--gem5 names a binary, else "
+        "qemu (default: the spec's; the quick preset says qemu, the gem5 presets gem5)",
+    )
     r.add_argument("--time-limit", dest="time_limit", help="per run, e.g. 30m")
     r.add_argument("--out", type=Path, help="output directory (default results/<sweep name>)")
-    r.add_argument("--executor", choices=["local", "slurm"], default="local")
+    r.add_argument(
+        "--executor",
+        choices=["local", "slurm"],
+        default="local",
+        help="local: runs on this host (default); slurm: sbatch job arrays (README, Slurm)",
+    )
     r.add_argument(
         "--jobs",
         "-j",
@@ -203,12 +222,17 @@ def parser() -> argparse.ArgumentParser:
         help="do not build the kernel/image; fail if they are missing",
     )
     r.add_argument("--gem5", help=GEM5_HELP)
-    r.add_argument("--no-report", dest="report", action="store_false")
+    r.add_argument(
+        "--no-report",
+        dest="report",
+        action="store_false",
+        help="do not write report.html/report.md at the end (`report DIR` writes them later)",
+    )
     r.add_argument("--no-wait", dest="wait", action="store_false", help="slurm: submit and return")
     r.add_argument("--poll", type=positive_float, default=5.0, help="slurm: seconds between polls")
 
     s = sub.add_parser("status", help="list the runs of an output directory")
-    s.add_argument("out", type=Path)
+    s.add_argument("out", type=Path, help="a sweep's output directory (e.g. results/quick)")
 
     rep = sub.add_parser("report", help="frames (parquet) + report.html + report.md from run dirs")
     rep.add_argument("dirs", nargs="*", type=Path, help="sweep output dirs or run dirs")
@@ -225,10 +249,12 @@ def parser() -> argparse.ArgumentParser:
         help="where to write (default: the dir, or the frames dir's parent; "
         "required with several --frames)",
     )
-    rep.add_argument("--title", default=None)
+    rep.add_argument("--title", default=None, help="the report's title (default: from the runs)")
 
     b = sub.add_parser("bench", help="time frame + report on a synthetic tree of N runs")
-    b.add_argument("--runs", type=int_in(1), default=10000)
+    b.add_argument(
+        "--runs", type=int_in(1), default=10000, help="runs in the synthetic tree (default 10000)"
+    )
     b.add_argument(
         "--from",
         dest="src",
@@ -236,7 +262,7 @@ def parser() -> argparse.ArgumentParser:
         help="a real run directory to clone (default: tests/fixtures' real run)",
     )
     b.add_argument("--workdir", type=Path, help="where to build the tree (default: a temp dir)")
-    b.add_argument("--keep", action="store_true")
+    b.add_argument("--keep", action="store_true", help="keep the generated tree (print its path)")
 
     bm = sub.add_parser("bench-machine", help="gem5: boot time and ROI speed vs one socket")
     bm.add_argument(
@@ -245,7 +271,12 @@ def parser() -> argparse.ArgumentParser:
         default=[1, 2, 4],
         help="cores per socket to measure, e.g. 1,2,4 (4 sockets)",
     )
-    bm.add_argument("--no-probe-filter-too", dest="pf_off", action="store_true")
+    bm.add_argument(
+        "--no-probe-filter-too",
+        dest="pf_off",
+        action="store_true",
+        help="also measure each 4-socket machine with the probe filter off",
+    )
     bm.add_argument("--gem5", help=GEM5_HELP)
     bm.add_argument("--out", type=Path, help="work directory (default: a temp dir)")
 
@@ -273,8 +304,10 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("build-gem5", help="build gem5 v24.0.0.1 (X86, MOESI_hammer) into the cache")
 
     wk = sub.add_parser("worker", help="(internal) execute one run directory")
-    wk.add_argument("run_dir", type=Path)
-    wk.add_argument("--executor", default="local")
+    wk.add_argument("run_dir", type=Path, help="a run directory (runs/<id>) with its spec.json")
+    wk.add_argument(
+        "--executor", default="local", help="the executor that started it: local or slurm"
+    )
     return ap
 
 
@@ -386,11 +419,15 @@ def main(argv: list[str] | None = None) -> int:
         allow_large=a.allow_large,
         allow_qemu_timing=a.allow_qemu_timing,
         kept=a.kept or [],
+        backend_origin=_backend_origin(a),
     )
     return run_sweep(spec, opt)
 
 
 if __name__ == "__main__":
+    from analysis.project_python import reexec
+
+    reexec(__file__, sys.argv[1:])  # the clone's .venv (made by .ci/setup), if not running it
     from analysis.cache import export_parsec_default
 
     export_parsec_default()  # PARSEC_SRC unset: the cache's PARSEC tree, when it is there

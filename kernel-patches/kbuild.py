@@ -23,6 +23,13 @@ config fragments with no patch applied: the paper's unmodified kernel).
 The build id hashes the source version, the series and the config fragments,
 so an artifact never goes stale; the object directory and ccache make a
 rebuild after a patch change touch only what changed.
+
+Output: stdout carries only the answer (the artifact dir; checkpatch's
+verdicts), so run_all.py can read it; progress goes to stderr: a line per
+phase with what is built and how long it usually takes, then a line every
+minute (NUMA_LB_PROGRESS_S) with make's step count and last target. make's
+full output goes to logs/build-<variant>.log under the cache root
+(`build --verbose` echoes it to stderr as well).
 """
 
 from __future__ import annotations
@@ -43,6 +50,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+from analysis.progress import Heartbeat, run_condensed  # noqa: E402 - stdlib only
+
 SERIES_FILE = HERE / "series"
 CONFIG_DIR = HERE / "config"
 DEBIAN_TARBALL = Path("/usr/src/linux-source-6.1.tar.xz")
@@ -61,6 +71,13 @@ VARIANTS = {
     "stock": Variant(("base.config", "stock.config"), patched=False),
 }
 KUNIT_CONFIG = CONFIG_DIR / "kunit.config"
+# Cold builds (empty object dir and ccache) on the project's 2-core build
+# machine, 2026-11-22, gem5 compiling at nice 19 beside them (README).
+COLD_BUILD = "a cold build took 494 s (release), 489 s (debug) on the 2-core build machine"
+TYPICAL_BUILD = (
+    f"{COLD_BUILD} and up to ~20 min beside other work; a rebuild reusing the object "
+    "directory and ccache takes seconds to minutes"
+)
 GIT_ID = ["-c", "user.name=numa-lb-study", "-c", "user.email=numa-lb-study@localhost"]
 
 
@@ -75,7 +92,8 @@ def cache_root() -> Path:
 
 
 def log(msg: str) -> None:
-    print(f"kbuild: {msg}", flush=True)
+    # stderr: stdout carries only the answer (the artifact dir), read by run_all.py
+    print(f"kbuild: {msg}", file=sys.stderr, flush=True)
 
 
 @contextmanager
@@ -111,22 +129,38 @@ def run(
         tail = (proc.stdout + proc.stderr)[-4000:]
         raise BuildError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{tail}")
     if not quiet and proc.stdout.strip():
-        print(proc.stdout, end="", flush=True)
+        print(proc.stdout, end="", file=sys.stderr, flush=True)
     return proc.stdout
 
 
 def stream(cmd: list[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> None:
-    """Run a long command, echoing its output as it comes (progress)."""
+    """Run a long command, echoing its output to stderr as it comes (--verbose)."""
     proc = subprocess.Popen(
         cmd, cwd=cwd, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
     assert proc.stdout is not None
     tail: list[str] = []
     for line in proc.stdout:
-        print(line, end="", flush=True)
+        print(line, end="", file=sys.stderr, flush=True)
         tail = (tail + [line])[-60:]
     if proc.wait() != 0:
         raise BuildError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{''.join(tail)}")
+
+
+VERBOSE = False  # build --verbose: make's whole output on stderr too
+
+
+def make_with_progress(cmd: list[str], doing: str, log_name: str, typical: str) -> None:
+    """Run make: its output to <cache>/logs/<log_name>, a progress line every
+    minute to stderr (--verbose: the whole output to stderr instead)."""
+    if VERBOSE:
+        stream(cmd, env=make_env())
+        return
+    logf = cache_root() / "logs" / log_name
+    log(f"{doing}: make's output goes to {logf}")
+    rc, tail = run_condensed(cmd, "kbuild", doing, logf, typical, env=make_env())
+    if rc != 0:
+        raise BuildError(f"{' '.join(cmd)} failed ({rc}); full output {logf}:\n{tail}")
 
 
 def series() -> list[Path]:
@@ -234,13 +268,14 @@ def ensure_pristine(src: Source) -> Path:
             shutil.rmtree(stale, ignore_errors=True)  # left by a killed extraction
         tmp = dest.with_name(f"{dest.name}.tmp-{os.getpid()}")
         tmp.mkdir(parents=True)
-        log(f"extracting {src.tarball} (once)")
-        run(["tar", "-xf", str(src.tarball), "-C", str(tmp), "--strip-components=1"])
-        # Debian's top-level .gitignore ignores everything ("/*"): git must see the tree.
-        (tmp / ".gitignore").unlink(missing_ok=True)
-        run(["git", "init", "-q"], cwd=tmp)
-        run(["git", "add", "-A"], cwd=tmp, quiet=True)
-        run(["git", *GIT_ID, "commit", "-qm", f"pristine {src.origin}"], cwd=tmp)
+        log(f"extracting {src.tarball} into a git repository (once per source version)")
+        with Heartbeat("kbuild", f"extracting and committing {src.tarball.name}", "once"):
+            run(["tar", "-xf", str(src.tarball), "-C", str(tmp), "--strip-components=1"])
+            # Debian's top-level .gitignore ignores everything ("/*"): git must see the tree.
+            (tmp / ".gitignore").unlink(missing_ok=True)
+            run(["git", "init", "-q"], cwd=tmp)
+            run(["git", "add", "-A"], cwd=tmp, quiet=True)
+            run(["git", *GIT_ID, "commit", "-qm", f"pristine {src.origin}"], cwd=tmp)
         (tmp / ".extracted").write_text(kernel_version(tmp) + "\n")
         publish(tmp, dest)
     return dest
@@ -426,9 +461,17 @@ def _build_locked(
     obj = cache_root() / "obj" / variant
     log(f"configuring {variant} ({', '.join(f.name for f in fragments)})")
     configure(tree, obj, fragments, partial_series=upto is not None)
-    log(f"building Linux {version} + {len(patches)} patch(es), variant {variant}")
+    log(
+        f"building Linux {version} + {len(patches)} patch(es), variant {variant} "
+        f"(vmlinux + bzImage): {TYPICAL_BUILD}"
+    )
     t0 = time.monotonic()
-    stream(make_cmd(tree, obj, "vmlinux", "bzImage"), env=make_env())
+    make_with_progress(
+        make_cmd(tree, obj, "vmlinux", "bzImage"),
+        f"building kernel variant {variant}",
+        f"build-{variant}.log",
+        COLD_BUILD,
+    )
     seconds = time.monotonic() - t0
     if upto is not None:
         return obj
@@ -479,7 +522,10 @@ def _kunit_locked(src: Source, extra: list[str]) -> int:
     ]
     env = make_env()
     env["CROSS_COMPILE"] = ""
-    log("running KUnit under UML: " + " ".join(cmd[1:]))
+    log(
+        "running KUnit under UML (builds a UML kernel, then the suites; 244 s on the 2-core "
+        "build machine): " + " ".join(cmd[1:])
+    )
     return subprocess.run(cmd, cwd=tree, env=env).returncode
 
 
@@ -555,7 +601,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--to", dest="last", type=int, help="bisect: last patch (default: the last)")
     ap.add_argument("kunit_args", nargs="*", help="extra kunit.py arguments (after --)")
+    ap.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="build/bisect: echo make's whole output to stderr (default: a progress line "
+        "a minute, the output in <cache>/kernel/logs/build-<variant>.log)",
+    )
     args = ap.parse_args(argv)
+    global VERBOSE
+    VERBOSE = args.verbose
     try:
         if args.command == "build":
             print(build(args.variant, args.tarball))

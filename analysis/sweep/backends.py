@@ -105,13 +105,16 @@ class Outcome:
         }
 
 
-def resolve_backend(requested: str, gem5_flag: str | None) -> tuple[str, str]:
+def resolve_backend(
+    requested: str, gem5_flag: str | None, origin: str = "the spec"
+) -> tuple[str, str]:
     """(backend, reason). auto = gem5 when a gem5 binary is configured (--gem5,
-    $GEM5, or a finished build in the cache: analysis/cache.py), else qemu."""
-    if requested == "qemu":
-        return "qemu", "requested by the spec/CLI"
-    if requested == "gem5":
-        return "gem5", "requested by the spec/CLI"
+    $GEM5, or a finished build in the cache: analysis/cache.py), else qemu.
+
+    @origin names who set sweep.backend: "preset quick", "spec FILE",
+    "--backend", "--set sweep.backend"."""
+    if requested in ("qemu", "gem5"):
+        return requested, f'requested by {origin}: sweep.backend = "{requested}"'
     gem5, how = default_gem5(gem5_flag)
     if gem5 and Path(gem5).is_file() and os.access(gem5, os.X_OK):
         return "gem5", f"auto: gem5 configured ({gem5}, from {how})"
@@ -427,6 +430,29 @@ def ensure_checkpoint(rec: dict[str, Any], run_dir: Path, log: Any, timeout_s: f
         allow_build=not staging.staged_only(),
         what="boot checkpoint",
     )
+
+
+def checkpoint_activity(run_dir: Path) -> str:
+    """What a running gem5 run is doing about its boot checkpoint, from its
+    logs/gem5.log ("" when it has its checkpoint or never asked for one)."""
+    logs = run_dir / "logs"
+    if (logs / HOST_TIMES_NAME).exists():  # written once the checkpoint is there
+        return ""
+    try:
+        with open(logs / "gem5.log", "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - (256 << 10)))
+            tail = f.read().decode(errors="replace")
+    except OSError:
+        return ""
+    for line in reversed(tail.splitlines()):
+        if line.startswith("waiting for boot checkpoint "):
+            return "waiting for its boot checkpoint (another run is booting it)"
+        if line.startswith("boot checkpoint "):
+            if ": lock released" in line:  # the wait is over: restoring it next
+                return ""
+            return f"booting its boot checkpoint under gem5 ({staging.CHECKPOINT_TYPICAL})"
+    return ""
 
 
 def children_cpu_s() -> float:

@@ -67,6 +67,7 @@ class Options:
     allow_qemu_timing: bool = False  # --allow-qemu-timing: paper/sensitivity on qemu
     kept: list[Path] = field(default_factory=list)  # --kept: frames dirs of earlier machines
     stream: TextIO = field(default=sys.stdout)
+    backend_origin: str | None = None  # "--backend" etc. when the CLI set it; None: the spec
 
 
 @dataclass
@@ -247,7 +248,10 @@ def run_sweep(spec: Spec, opt: Options) -> int:
     if refusal:
         w(f"error: {refusal}\n")
         return EXIT_USAGE
-    backend, why = bk.resolve_backend(spec.backend, opt.gem5)
+    origin = opt.backend_origin or (
+        spec.source if spec.source.startswith("preset ") else f"spec {spec.source}"
+    )
+    backend, why = bk.resolve_backend(spec.backend, opt.gem5, origin)
     w(
         f"backend: {backend} ({why})"
         + (

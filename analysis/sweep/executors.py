@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from ..progress import interval_s
 from .rundir import RunDir, State, StatusError, is_stale_running
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,6 +91,8 @@ class Progress:
     finished: int = 0
     counts: Counter = field(default_factory=Counter)
     tty: bool = False
+    interval: float = field(default_factory=interval_s)  # not a tty: a line this often
+    last_write: float = field(default_factory=time.monotonic)
 
     def eta(self, running: int) -> str:
         left = self.total - self.finished
@@ -113,11 +116,22 @@ class Progress:
             self.out.write("\r\033[K")
         self.out.write(f"{text} | {self.line(running)}\n")
         self.out.flush()
+        self.last_write = time.monotonic()
 
-    def tick(self, running: int) -> None:
+    def tick(self, running: int, details: Callable[[], list[str]] | None = None) -> None:
+        """A tty: redraw the status line. Otherwise (a log file, a pipe): after
+        @interval seconds without a line, one line and what each run is doing."""
         if self.tty:
             self.out.write("\r\033[K" + self.line(running))
             self.out.flush()
+            return
+        if time.monotonic() - self.last_write < self.interval:
+            return
+        self.out.write(f"still running | {self.line(running)}\n")
+        for d in details() if details else []:
+            self.out.write(f"  {d}\n")
+        self.out.flush()
+        self.last_write = time.monotonic()
 
 
 @dataclass
@@ -227,7 +241,7 @@ class LocalExecutor:
                         self.out.write(f"stopping: {stopped}\n")
                 if stopped and not active:
                     break
-                prog.tick(len(active))
+                prog.tick(len(active), lambda: [_doing(*v) for v in active.values()])
                 time.sleep(0.2)
         finally:
             signal.signal(signal.SIGINT, prev)
@@ -238,6 +252,14 @@ class LocalExecutor:
         if prog.tty:
             self.out.write("\n")
         return LocalResult(prog.counts, interrupted=bool(sigints), stopped_reason=stopped)
+
+
+def _doing(p: subprocess.Popen[bytes], rd: RunDir, label: str, t0: float) -> str:
+    """One running run, for the progress line: id, point, time, activity."""
+    from .backends import checkpoint_activity  # noqa: PLC0415 - backends is heavier
+
+    what = checkpoint_activity(rd.path)
+    return f"{rd.path.name} {label}: {fmt_s(time.monotonic() - t0)}" + (f", {what}" if what else "")
 
 
 def _existing(path: Path) -> Path:

@@ -17,6 +17,8 @@ from typing import Any
 
 from analysis.cache import cache_root, provenance_path
 
+from ..progress import Heartbeat
+
 ROOT = Path(__file__).resolve().parents[2]
 CODE_SUFFIXES = (".py", ".json", ".csv", ".toml")
 
@@ -106,6 +108,7 @@ def kernel_artifacts(variant: str, build: bool) -> Path:
     """The kernel artifact dir (kernel-patches/kbuild.py); builds it when asked."""
     cmd = [sys.executable, str(ROOT / "kernel-patches" / "kbuild.py"), "build" if build else "path"]
     cmd += ["--variant", variant]
+    # stdout: the artifact dir; kbuild's phases and make's progress come on stderr
     r = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=False)
     if r.returncode != 0 or not r.stdout.strip():
         raise PrerequisiteError(
@@ -127,6 +130,13 @@ def kernel_build_id(art: Path, need_built: bool) -> str:
 
 
 # --------------------------------------------------------------------- image
+# disk-image/README.md and workloads/README.md, the 2-core build machine
+IMAGE_TYPICAL = (
+    "a clean build took 104 s, 93 s of them debootstrap downloading from deb.debian.org; "
+    "with PARSEC_SRC its 15 programs add 90-120 s; cached afterwards"
+)
+
+
 def image_path(build: bool, need_built: bool = True) -> Path:
     """The image (disk-image/build_image.py build|path). Unbuilt and not needed
     (a dry run): a placeholder named after the image key (`build_image.py key`)."""
@@ -137,7 +147,12 @@ def image_path(build: bool, need_built: bool = True) -> Path:
             "being written); the qemu and gem5 backends need its image"
         )
     cmd = [sys.executable, str(tool), "build" if build else "path"]
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=False)
+    # stdout: the image path; build_image.py (and build_parsec.py) log phases on
+    # stderr; a line a minute while a step is quiet (only a build takes that long)
+    with Heartbeat(
+        "run_all", "building the guest image (disk-image/build_image.py)", IMAGE_TYPICAL
+    ):
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=False)
     if r.returncode == 0 and r.stdout.strip():
         return Path(r.stdout.strip().splitlines()[-1])
     if not build and not need_built:

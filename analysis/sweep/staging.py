@@ -31,7 +31,14 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TextIO
 
+from ..progress import Heartbeat
+
 STAGED_ONLY_ENV = "NUMA_LB_STAGED_ONLY"
+# README (gem5) and configs/README.md: one boot per boot shape
+CHECKPOINT_TYPICAL = (
+    "the atomic boot of 4 x 1 cores took 9 min 52 s on the 2-core development machine, "
+    "a 4 x 2 boot about 10 min; more cores boot longer"
+)
 DONE = "DONE"
 OWNER = ".owner"
 
@@ -215,11 +222,12 @@ def stage(
             present.append(key)
             continue
         w(f"stage: boot checkpoint {key} ({counts[key]} run(s)) missing: booting it here, "
-          "once, before the array is submitted\n")  # fmt: skip
+          f"once, before the array is submitted ({CHECKPOINT_TYPICAL})\n")  # fmt: skip
         stream.flush()
         t0 = time.monotonic()
         assert make_checkpoint is not None
-        make_checkpoint(rec)
+        with Heartbeat("stage", f"booting checkpoint {key} under gem5", out=stream):
+            make_checkpoint(rec)
         w(f"stage: boot checkpoint {key} made in {time.monotonic() - t0:.0f} s\n")
         made.append(key)
     if need:
@@ -243,6 +251,7 @@ def stage_runs(recs: list[dict[str, Any]], stream: TextIO, log_dir: Path) -> dic
     def make(rec: dict[str, Any]) -> Path:
         log_dir.mkdir(parents=True, exist_ok=True)
         key = bk.checkpoint_key(rec)
+        stream.write(f"stage: gem5's output: {log_dir / f'stage-checkpoint-{key}.log'}\n")
         with open(log_dir / f"stage-checkpoint-{key}.log", "ab") as log:
             return bk.ensure_checkpoint(rec, log_dir, log, float(rec["resources"]["time_limit_s"]))
 
