@@ -254,6 +254,13 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help")):
         argv.insert(0, "run")
     a = parser().parse_args(argv)
+    from analysis.sweep.cli_paths import UsageError, check_args
+
+    try:  # every path argument, before anything runs (cli_paths.py)
+        check_args(a)
+    except UsageError as e:
+        print(f"error: {a.command}: {e}", file=sys.stderr)
+        return EXIT_USAGE
 
     if a.command == "worker":
         from analysis.sweep.worker import run_one
