@@ -28,6 +28,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..sweep.atomic import atomic_path
 from ..sweep.point import ID_LEN_DIR, canonical_json, point_id
 from ..sweep.rundir import read_object, status_problem
 from .daemons import bridge_host_s_in_roi, daemon_rows
@@ -91,7 +92,8 @@ class Frames:
         paths = {}
         for name in ("metrics", "runs", "errors"):
             p = out / f"{name}.parquet"
-            getattr(self, name).to_parquet(p, index=False)
+            with atomic_path(p) as tmp:  # a concurrent reader never sees half a file
+                getattr(self, name).to_parquet(tmp, index=False)
             paths[name] = p
         return paths
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..sweep.atomic import write_text_atomic
 from .gem5stats import core_counters, parse_stats_file, roi_dump, roi_dump_index
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -133,6 +134,6 @@ def main(gem5: str | None, cores: list[int], pf_off: bool, out: Path | None) -> 
                 row["ips_ratio"] = round(r["roi_ips"] / b["roi_ips"], 3)
             rows.append(row)
             print(json.dumps(row), flush=True)
-    (work / "bench-machine.json").write_text(json.dumps(rows, indent=1) + "\n")
+    write_text_atomic(work / "bench-machine.json", json.dumps(rows, indent=1) + "\n")
     print(f"bench-machine: {len(rows)} comparisons, details in {work}")
     return 0
