@@ -405,3 +405,37 @@ def test_report_of_a_run_dir_without_spec_json_names_it(
     capfd.readouterr()
     md = (tree / "report.md").read_text()
     assert f"| {bad.name} | spec.json | missing |" in md
+
+
+# ---------------------------------------------------------------- presets
+PRESETS = Path(run_all.__file__).parent / "analysis" / "sweep" / "presets"
+MAX_PRESET_COMMENT_LINES = 25  # what it runs and why; the history lives in findings/
+
+
+@pytest.mark.parametrize("preset", sorted(p.name for p in PRESETS.glob("*.toml")))
+def test_a_preset_says_what_it_runs_in_a_few_lines(preset: str) -> None:
+    lines = (PRESETS / preset).read_text().splitlines()
+    comments = [ln for ln in lines if ln.lstrip().startswith("#")]
+    assert len(comments) <= MAX_PRESET_COMMENT_LINES, (
+        f"{preset}: {len(comments)} comment lines; move the history to findings/README.md "
+        "or docs/DESIGN.md and keep what the preset runs and why"
+    )
+    assert lines[0].startswith(f"# {preset.removesuffix('.toml')}:"), "a header naming it"
+
+
+def test_the_finding_presets_history_moved_to_the_findings_readme() -> None:
+    head = (PRESETS / "finding.toml").read_text().split("[sweep]")[0]
+    assert 'findings/README.md "The finding preset\'s history"' in head.replace("\n# ", " ")
+    history = (PRESETS.parents[2] / "findings" / "README.md").read_text()
+    history = history.split("## The finding preset's history", 1)[1]
+    for pilot in (  # every pilot and sweep the header recorded, with its numbers
+        "findings/2026-11-24-finding-pilot",
+        "findings/2026-11-24-finding-arrivals",
+        "findings/2026-11-24-finding-blocking",
+        "findings/2026-11-25-finding-b128-mc50k",
+        "findings/2026-11-25-finding-b128-sweep-r0",
+        "findings/2026-11-26-finding-b192-r0",
+        "0.5 s estimate above is withdrawn",
+        "findings/2026-11-27-finding-away-gem5",
+    ):
+        assert pilot in history.replace("\n", " ")
