@@ -99,12 +99,16 @@ def _shortcut_overrides(a: argparse.Namespace) -> list[str]:
 
 def _no_runs(dirs: list[Path]) -> str | None:
     """Why `status`/`report` has nothing to read (missing dir, no run dirs), or None."""
-    from analysis.results.frames import find_runs
+    from analysis.results.frames import FramesError, find_runs
 
     missing = [str(d) for d in dirs if not d.is_dir()]
     if missing:
         return f"no such directory: {', '.join(missing)}"
-    if not find_runs(dirs):
+    try:
+        found = find_runs(dirs)
+    except FramesError as e:  # a directory on the way cannot be listed
+        return str(e)
+    if not found:
         return (
             f"no run directories under {', '.join(str(d) for d in dirs)} (a sweep's output "
             "directory holds runs/<id>/spec.json; give that directory or a run directory)"

@@ -251,16 +251,28 @@ def find_runs(dirs: Iterable[Path]) -> list[Path]:
         if any((d / f).exists() for f in RUN_FILES):
             add(d)
         elif (d / "runs").is_dir():
-            with os.scandir(d / "runs") as it:
-                for e in sorted(it, key=lambda e: e.name):
-                    add(Path(e.path))
+            try:
+                with os.scandir(d / "runs") as it:
+                    for e in sorted(it, key=lambda e: e.name):
+                        add(Path(e.path))
+            except OSError as e:
+                raise FramesError(f"{d / 'runs'}: cannot list it ({e.strerror or e})") from None
         else:
-            for root, subdirs, files in os.walk(d):
+            for root, subdirs, files in os.walk(d, onerror=_unlistable):
                 if any(f in files or f in subdirs for f in RUN_FILES):
                     add(Path(root))
                     subdirs[:] = []  # a run dir holds no further runs
                 subdirs[:] = [s for s in subdirs if s not in ("attempts", "m5out", "guest", "logs")]
     return found
+
+
+def _unlistable(e: OSError) -> None:
+    """os.walk's onerror: a directory that cannot be listed may hold runs, and
+    leaving them out silently is what the report must not do (a missing one
+    holds none: callers check their inputs exist)."""
+    if isinstance(e, FileNotFoundError):
+        return
+    raise FramesError(f"{e.filename}: cannot list it ({e.strerror or e})")
 
 
 def load_run(

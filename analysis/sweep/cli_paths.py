@@ -12,7 +12,9 @@ a ``UsageError`` that ``run_all.py`` prints as one line and exit 2:
   existing directory on its way must be writable (``os.access``, which also
   sees a read-only mount; nothing is created, so a dry run still writes
   nothing anywhere);
-* an output file must not be a directory, and its directory must be writable.
+* an output file must not be a directory, and its directory must be writable;
+* a sweep output directory's ``runs/``, where there is one, must be a
+  listable directory (and writable, for ``run --out``).
 
 What a path must hold beyond that (run directories, frames files) is checked
 by the command's own reader: ``report``'s inputs, ``--kept`` (kept.py).
@@ -34,8 +36,8 @@ class UsageError(ValueError):
 
 
 def _kind(p: Path, what: str) -> str | None:
-    """ "dir", "file", "other" or None (nothing there); UsageError when the
-    path cannot be looked at (a directory on its way is not searchable)."""
+    """What @p is: "dir", "file", "other" or None (nothing there); UsageError
+    when it cannot be looked at (a directory on its way is not searchable)."""
     try:
         st = p.stat()
     except (FileNotFoundError, NotADirectoryError):

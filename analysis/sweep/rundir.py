@@ -167,8 +167,10 @@ class RunDir:
             st = read_json(self.status_file)
         except FileNotFoundError:
             return None
-        except ValueError:
-            return {"state": State.FAILED.value, "error": "status.json unreadable", "history": []}
+        except (OSError, ValueError) as e:  # not JSON, not UTF-8, a directory, no permission
+            why = e.strerror if isinstance(e, OSError) and e.strerror else "not JSON"
+            return {"state": State.FAILED.value, "error": f"status.json unreadable ({why})",
+                    "history": []}  # fmt: skip
         problem = status_problem(st)
         if problem:
             return {"state": State.FAILED.value, "error": f"status.json {problem}", "history": []}

@@ -439,3 +439,35 @@ def test_the_finding_presets_history_moved_to_the_findings_readme() -> None:
         "findings/2026-11-27-finding-away-gem5",
     ):
         assert pilot in history.replace("\n", " ")
+
+
+def test_a_directory_that_cannot_be_listed_is_one_line_not_left_out(shared_tmp: Path) -> None:
+    # under a parent of several sweeps, a sub-directory that cannot be listed
+    # used to be skipped by os.walk without a word
+    shutil.copytree(SWEEP, shared_tmp / "a")
+    shutil.copytree(SWEEP, shared_tmp / "b" / "c")
+    (shared_tmp / "b").chmod(0o311)  # searchable, not listable
+
+    def report_parent() -> None:
+        problem = run_all._no_runs([shared_tmp])
+        raise UsageError("", str(problem))
+
+    got = as_unprivileged(report_parent)
+    assert got == f"UsageError: {shared_tmp}/b: cannot list it (Permission denied)", got
+
+
+def test_a_status_json_that_cannot_be_read_is_a_failed_run_with_the_reason(
+    shared_tmp: Path,
+) -> None:
+    from analysis.sweep.rundir import RunDir
+
+    run = shared_tmp / "runs" / "r"
+    shutil.copytree(sorted((SWEEP / "runs").iterdir())[0], run)
+    (run / "status.json").chmod(0o000)
+
+    def state() -> None:
+        st = RunDir(run).status() or {}
+        raise UsageError("", f"{st.get('state')}: {st.get('error')}")
+
+    got = as_unprivileged(state)
+    assert got == "UsageError: failed: status.json unreadable (Permission denied)", got
