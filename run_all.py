@@ -122,12 +122,16 @@ def _backend_origin(a: argparse.Namespace) -> str | None:
 
 def _no_runs(dirs: list[Path]) -> str | None:
     """Why `status`/`report` has nothing to read (missing dir, no run dirs), or None."""
-    from analysis.results.frames import find_runs
+    from analysis.results.frames import FramesError, find_runs
 
     missing = [str(d) for d in dirs if not d.is_dir()]
     if missing:
         return f"no such directory: {', '.join(missing)}"
-    if not find_runs(dirs):
+    try:
+        found = find_runs(dirs)
+    except FramesError as e:  # a directory on the way cannot be listed
+        return str(e)
+    if not found:
         return (
             f"no run directories under {', '.join(str(d) for d in dirs)} (a sweep's output "
             "directory holds runs/<id>/spec.json; give that directory or a run directory)"
@@ -320,6 +324,13 @@ def main(argv: list[str] | None = None) -> int:
 
         return build_gem5_main(argv[1:])
     a = parser().parse_args(argv)
+    from analysis.sweep.cli_paths import UsageError, check_args
+
+    try:  # every path argument, before anything runs (cli_paths.py)
+        check_args(a)
+    except UsageError as e:
+        print(f"error: {a.command}: {e}", file=sys.stderr)
+        return EXIT_USAGE
 
     if a.command == "worker":
         from analysis.sweep.worker import run_one

@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..sweep.atomic import write_text_atomic
 from ..sweep.point import ID_LEN_DIR
 from .frames import build_frames, find_runs
 from .report import build, to_html, to_markdown
@@ -111,8 +112,8 @@ def run_bench(n: int, src: Path, work: Path) -> dict[str, float]:
 
     t0 = time.perf_counter()
     secs = build(fr, f"bench: {n} synthetic runs", [work])
-    (work / "report.html").write_text(to_html(secs))
-    (work / "report.md").write_text(to_markdown(secs, "report_files"))
+    write_text_atomic(work / "report.html", to_html(secs))  # as report.py writes them
+    write_text_atomic(work / "report.md", to_markdown(secs, "report_files"))
     t_report = time.perf_counter() - t0
     return {
         "runs": float(len(fr.runs)),

@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT / "configs"))
 from numa_lb.numa_factor import CONDITIONS_PREFIX, CalibrationTable  # noqa: E402
 from numa_lb.options import CALIBRATION_DIR  # noqa: E402
 
+from ..sweep.atomic import atomic_path  # noqa: E402
 from ..sweep.point import SweepPoint  # noqa: E402
 from ..sweep.rundir import RunDir, State  # noqa: E402
 from .guest import parse_results_file  # noqa: E402
@@ -228,7 +229,7 @@ def table_name(conditions: dict[str, str]) -> str:
 
 
 def write_csv(cal: CalibrationTable, path: Path, note: str) -> None:
-    with path.open("w", newline="") as f:
+    with atomic_path(path) as tmp, tmp.open("w", newline="") as f:
         for line in note.splitlines():
             f.write(f"# {line}\n")
         conds = " ".join(f"{k}={v}" for k, v in cal.conditions)

@@ -18,6 +18,7 @@ work; it is not part of the report (it grows with the stat count).
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
@@ -27,7 +28,8 @@ from typing import Any
 
 import pandas as pd
 
-from ..sweep.point import canonical_json, point_id
+from ..sweep.atomic import atomic_path
+from ..sweep.point import ID_LEN_DIR, canonical_json, point_id
 from ..sweep.rundir import read_object, status_problem
 from .daemons import bridge_host_s_in_roi, daemon_rows
 from .gem5stats import (
@@ -95,7 +97,8 @@ class Frames:
         paths = {}
         for name in ("metrics", "runs", "errors"):
             p = out / f"{name}.parquet"
-            getattr(self, name).to_parquet(p, index=False)
+            with atomic_path(p) as tmp:  # a concurrent reader never sees half a file
+                getattr(self, name).to_parquet(tmp, index=False)
             paths[name] = p
         return paths
 
@@ -228,8 +231,18 @@ def _duplicate_notes(parts: list[tuple[str, Frames]], dups: dict[Any, list[int]]
     return notes
 
 
+RUN_FILES = ("spec.json", "status.json")
+
+
 def find_runs(dirs: Iterable[Path]) -> list[Path]:
-    """Run directories under the given paths (a run dir, a sweep dir, or any parent)."""
+    """Run directories under the given paths (a run dir, a sweep dir, or any parent).
+
+    Under a sweep's ``runs/`` every entry is a run (the driver creates nothing
+    else there), whatever it holds: one whose spec.json is gone, a file in
+    place of a directory, is read as a run in state unknown with the reason
+    under the report's input problems, as ``status`` counts it, not left out.
+    Elsewhere a directory holding spec.json or status.json is a run.
+    """
     found: list[Path] = []
     seen: set[Path] = set()
 
@@ -241,20 +254,31 @@ def find_runs(dirs: Iterable[Path]) -> list[Path]:
 
     for d in dirs:
         d = Path(d)
-        if (d / "spec.json").is_file():
+        if any((d / f).exists() for f in RUN_FILES):
             add(d)
         elif (d / "runs").is_dir():
-            with os.scandir(d / "runs") as it:
-                for e in sorted(it, key=lambda e: e.name):
-                    if e.is_dir() and os.path.isfile(os.path.join(e.path, "spec.json")):
+            try:
+                with os.scandir(d / "runs") as it:
+                    for e in sorted(it, key=lambda e: e.name):
                         add(Path(e.path))
+            except OSError as e:
+                raise FramesError(f"{d / 'runs'}: cannot list it ({e.strerror or e})") from None
         else:
-            for root, subdirs, files in os.walk(d):
-                if "spec.json" in files and "status.json" in files:
+            for root, subdirs, files in os.walk(d, onerror=_unlistable):
+                if any(f in files or f in subdirs for f in RUN_FILES):
                     add(Path(root))
                     subdirs[:] = []  # a run dir holds no further runs
                 subdirs[:] = [s for s in subdirs if s not in ("attempts", "m5out", "guest", "logs")]
     return found
+
+
+def _unlistable(e: OSError) -> None:
+    """os.walk's onerror: a directory that cannot be listed may hold runs, and
+    leaving them out silently is what the report must not do (a missing one
+    holds none: callers check their inputs exist)."""
+    if isinstance(e, FileNotFoundError):
+        return
+    raise FramesError(f"{e.filename}: cannot list it ({e.strerror or e})")
 
 
 def load_run(
@@ -264,6 +288,9 @@ def load_run(
     errors: list[tuple[str, str]] = []
     rows: list[tuple[str, str, str, float]] = []
     rec: dict[str, Any] = {"dir": str(path)}
+    if not path.is_dir():  # an odd entry of runs/: listed, not read
+        errors.append(("run directory", "is not a directory"))
+        return {**rec, "run_id": path.name, "state": "unknown"}, rows, errors
     spec, point, prov = _read_spec(path, errors)
     if spec is None:
         rec["run_id"] = path.name
@@ -450,7 +477,9 @@ def _fits(col: str, v: Any) -> bool:
     """Can v be a cell of the spec column col (numbers where the frames need them)?"""
     if v is None:
         return True
-    return _number(v) is not None if col in _NUMERIC_COLS else isinstance(v, str)
+    if col in _NUMERIC_COLS:  # finite: an inf thread count crashed the report's int()
+        return _number(v) is not None and math.isfinite(v)
+    return isinstance(v, str)
 
 
 def _read_status(path: Path, errors: list[tuple[str, str]]) -> dict[str, Any]:
@@ -496,8 +525,12 @@ def build_frames(
         c: [] for c in ["run_id", "sweep", *SPEC_COLS, "entity_type", "entity", "metric", "value"]
     }
     err_rows: list[dict[str, Any]] = []
+    # a run whose spec.json is unusable has its directory name (the run id's
+    # first ID_LEN_DIR digits) as run id: it is still one of @run_ids' runs
+    prefixes = {r[:ID_LEN_DIR] for r in run_ids} if run_ids is not None else set()
     for rec, rows, errors in loaded:
-        if run_ids is not None and rec.get("run_id") not in run_ids:
+        rid = rec.get("run_id")
+        if run_ids is not None and rid not in run_ids and rid not in prefixes:
             continue
         runs.append(rec)
         for src, msg in errors:

@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from ..sweep.atomic import write_text_atomic
 from ..sweep.driver import git_state
 from .frames import Frames, FramesError, build_frames, merge_frames, read_frames
 from .report import write_report_from_frames
@@ -218,13 +218,11 @@ def _binaries_caveat(g: pd.DataFrame, counts: pd.Series) -> str:
 
 
 def _write_frames(fr: Frames, dest: Path) -> None:
-    """dest/frames replaced only once the new frames are complete (an input may
-    be dest/frames itself: it was read before)."""
-    tmp = dest / ".frames.new"
-    shutil.rmtree(tmp, ignore_errors=True)
-    fr.write(tmp)
-    shutil.rmtree(dest / "frames", ignore_errors=True)
-    tmp.rename(dest / "frames")
+    """dest/frames rewritten file by file, each renamed onto the old one
+    (Frames.write): a concurrent reader (`report --frames`, `run --kept`) sees
+    old or new files, never a missing directory or half a file (an input may be
+    dest/frames itself: it was read before)."""
+    fr.write(dest / "frames")
 
 
 def _refuse_to_drop(dest: Path, fr: Frames) -> None:
@@ -285,7 +283,7 @@ def keep(inputs: list[Path], dest: Path, command: str) -> Path:
                     frames_provenance_md(d, mine[mine["run_id"].isin(ids)], earlier[d], how)
                 )
     parts.append(gem5_binaries_md(fr.runs))
-    (dest / "PROVENANCE.md").write_text("\n".join(x for x in parts if x))
+    write_text_atomic(dest / "PROVENANCE.md", "\n".join(x for x in parts if x))
     return dest
 
 

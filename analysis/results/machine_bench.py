@@ -29,6 +29,7 @@ from typing import Any
 
 from analysis.cache import default_gem5
 
+from ..sweep.atomic import write_text_atomic
 from ..sweep.backends import children_cpu_s
 from .gem5stats import core_counters, parse_stats_file, roi_dump, roi_dump_index
 
@@ -137,6 +138,6 @@ def main(gem5: str | None, cores: list[int], pf_off: bool, out: Path | None) -> 
                 row["ips_ratio"] = round(r["roi_ips"] / b["roi_ips"], 3)
             rows.append(row)
             print(json.dumps(row), flush=True)
-    (work / "bench-machine.json").write_text(json.dumps(rows, indent=1) + "\n")
+    write_text_atomic(work / "bench-machine.json", json.dumps(rows, indent=1) + "\n")
     print(f"bench-machine: {len(rows)} comparisons, details in {work}")
     return 0

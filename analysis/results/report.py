@@ -30,6 +30,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..sweep.atomic import write_bytes_atomic, write_text_atomic
 from ..sweep.backends import CAVEATS
 from ..sweep.spec import DEFAULT_WARMUP_S
 from . import finding, forest, glossary, plots, run_cost
@@ -1179,7 +1180,7 @@ def _write_sections(secs: list[Section], out: Path) -> dict[str, Path]:
     for sec in secs:
         for it in sec.items:
             if isinstance(it, Figure):
-                (img / f"{it.name}.png").write_bytes(it.png)
-    (out / "report.html").write_text(to_html(secs))
-    (out / "report.md").write_text(to_markdown(secs, "report_files"))
+                write_bytes_atomic(img / f"{it.name}.png", it.png)
+    write_text_atomic(out / "report.html", to_html(secs))  # temp + rename: never half a file
+    write_text_atomic(out / "report.md", to_markdown(secs, "report_files"))
     return {"html": out / "report.html", "md": out / "report.md"}

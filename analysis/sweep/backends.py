@@ -36,6 +36,7 @@ from analysis.cache import default_gem5
 
 from . import provenance as pv
 from . import staging
+from .atomic import write_text_atomic
 from .point import Provenance, SweepPoint, canonical_json
 from .spec import topology_for
 
@@ -477,9 +478,9 @@ def run_gem5(rec: dict[str, Any], run_dir: Path, timeout_s: float) -> Outcome:
             host_times["checkpoint"] = checkpoint_cost(cdir)
             ckpt = cdir / "cpt"
             # now, not only at the end: the worker's time limit starts after the wait
-            (run_dir / "logs" / HOST_TIMES_NAME).write_text(json.dumps(host_times) + "\n")
+            write_text_atomic(run_dir / "logs" / HOST_TIMES_NAME, json.dumps(host_times) + "\n")
         cmd = gem5_command(rec, run_dir, checkpoint=ckpt)
-        (run_dir / "logs" / "gem5.cmd.json").write_text(json.dumps(cmd) + "\n")
+        write_text_atomic(run_dir / "logs" / "gem5.cmd.json", json.dumps(cmd) + "\n")
         t0, cpu0 = time.time(), children_cpu_s()
         try:
             rc = run_to_limit(cmd, log, run_dir, timeout_s, run_dir / "m5out" / "stats.txt")
@@ -491,7 +492,7 @@ def run_gem5(rec: dict[str, Any], run_dir: Path, timeout_s: float) -> Outcome:
             host_times["gem5_s"] = round(time.time() - t0, 3)  # the restored run's process
             # its CPU time: the wall time above grows when runs share cores
             host_times["gem5_cpu_s"] = round(children_cpu_s() - cpu0, 3)
-            (run_dir / "logs" / HOST_TIMES_NAME).write_text(json.dumps(host_times) + "\n")
+            write_text_atomic(run_dir / "logs" / HOST_TIMES_NAME, json.dumps(host_times) + "\n")
     guest = collect_gem5_guest_files(run_dir)
     details: dict[str, Any] = {"command": cmd, "guest_status": guest}
     if rc != 0:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from . import backends as bk
+from .cli_paths import UsageError, sweep_dir_out
 from .executors import LocalExecutor, pool_size, summary_line
 from .kept import KeptError, KeptRuns, load_kept
 from .matrix import Run, guest_job, iter_runs, kernel_variants, run_count
@@ -66,7 +67,7 @@ class Options:
     allow_large: bool = False
     allow_qemu_timing: bool = False  # --allow-qemu-timing: paper/sensitivity on qemu
     kept: list[Path] = field(default_factory=list)  # --kept: frames dirs of earlier machines
-    stream: TextIO = field(default=sys.stdout)
+    stream: TextIO = field(default_factory=lambda: sys.stdout)  # at call time, not import
     backend_origin: str | None = None  # "--backend" etc. when the CLI set it; None: the spec
 
 
@@ -248,6 +249,11 @@ def run_sweep(spec: Spec, opt: Options) -> int:
     if refusal:
         w(f"error: {refusal}\n")
         return EXIT_USAGE
+    try:  # before any build: a file or a read-only directory must cost nothing
+        sweep_dir_out(opt.out or Path("results") / spec.name, "--out")
+    except UsageError as e:
+        w(f"error: {e}\n")
+        return EXIT_USAGE
     origin = opt.backend_origin or (
         spec.source if spec.source.startswith("preset ") else f"spec {spec.source}"
     )
@@ -363,7 +369,7 @@ def dry_run(
     """List the runs a real run would start, streaming; write nothing anywhere."""
     w = opt.stream.write
     for need in art.info.get("would_build", []):
-        w(f"dry run: a real run would first build {need}\n")
+        w(f"will build {need}\n")  # a dry run builds nothing; the real run first builds it
     skipped: Counter = Counter()
     notes: list[str] = []
     to_run: list[tuple[RunDir, Any]] = []  # Slurm only: the array scripts group them

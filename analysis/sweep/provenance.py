@@ -148,11 +148,16 @@ def image_path(build: bool, need_built: bool = True) -> Path:
         )
     cmd = [sys.executable, str(tool), "build" if build else "path"]
     # stdout: the image path; build_image.py (and build_parsec.py) log phases on
-    # stderr; a line a minute while a step is quiet (only a build takes that long)
+    # stderr; a line a minute while a step is quiet (only a build takes that long).
+    # `path` says on stderr that there is no image yet: not an error for a dry
+    # run (its plan says what will be built), so it is kept for the message.
     with Heartbeat(
         "run_all", "building the guest image (disk-image/build_image.py)", IMAGE_TYPICAL
     ):
-        r = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=False)
+        r = subprocess.run(
+            cmd, stdout=subprocess.PIPE, stderr=None if build else subprocess.PIPE, text=True,
+            check=False,
+        )  # fmt: skip
     if r.returncode == 0 and r.stdout.strip():
         return Path(r.stdout.strip().splitlines()[-1])
     if not build and not need_built:
@@ -163,7 +168,11 @@ def image_path(build: bool, need_built: bool = True) -> Path:
             if line.startswith("image "):
                 return Path(f"unbuilt-image-{line.split()[1]}")
     hint = "" if build else "; build it with `disk-image/build_image.py build` (or drop --no-build)"
-    raise PrerequisiteError(f"disk image: `{' '.join(cmd[1:])}` failed (exit {r.returncode}){hint}")
+    said = (r.stderr or "").strip().splitlines()[-1:]
+    raise PrerequisiteError(
+        f"disk image: `{' '.join(cmd[1:])}` failed (exit {r.returncode}){hint}"
+        + (f" ({said[0]})" if said else "")
+    )
 
 
 def image_id(path: Path, need_built: bool) -> str:

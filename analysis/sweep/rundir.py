@@ -34,6 +34,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from analysis.sweep.atomic import write_json_atomic  # the driver and cost import it from here
 from analysis.sweep.staging import _lock
 
 
@@ -71,16 +72,6 @@ class StatusError(RuntimeError):
 
 def now_iso() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")
-
-
-def write_json_atomic(path: Path, obj: Any) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=2, sort_keys=True)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def read_json(path: Path) -> Any:
@@ -176,8 +167,10 @@ class RunDir:
             st = read_json(self.status_file)
         except FileNotFoundError:
             return None
-        except ValueError:
-            return {"state": State.FAILED.value, "error": "status.json unreadable", "history": []}
+        except (OSError, ValueError) as e:  # not JSON, not UTF-8, a directory, no permission
+            why = e.strerror if isinstance(e, OSError) and e.strerror else "not JSON"
+            return {"state": State.FAILED.value, "error": f"status.json unreadable ({why})",
+                    "history": []}  # fmt: skip
         problem = status_problem(st)
         if problem:
             return {"state": State.FAILED.value, "error": f"status.json {problem}", "history": []}

@@ -288,8 +288,12 @@ def load_toml(path: Path) -> dict[str, Any]:
             return tomllib.load(f)
     except tomllib.TOMLDecodeError as e:
         raise SpecError(str(path), f"not valid TOML: {e}") from None
+    except UnicodeDecodeError as e:  # tomllib decodes the whole file first
+        raise SpecError(
+            str(path), f"is not UTF-8 text (byte {e.start} is 0x{e.object[e.start]:02x})"
+        ) from None
     except OSError as e:
-        raise SpecError(str(path), f"cannot read: {e.strerror}") from None
+        raise SpecError(str(path), f"cannot read: {e.strerror or e}") from None
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
@@ -370,7 +374,8 @@ def load_spec(
 ) -> Spec:
     if (path is None) == (preset is None):
         raise SpecError("spec", "give exactly one of a spec file or --preset", preset_names())
-    src = preset_path(preset) if preset else Path(path)  # type: ignore[arg-type]
+    # `preset is not None`, not truthiness: --preset '' is a preset name to refuse
+    src = preset_path(preset) if preset is not None else Path(path)  # type: ignore[arg-type]
     doc = load_toml(src)
     parsed = [parse_override(o) for o in overrides or []]
     doc = apply_overrides(doc, parsed)
@@ -378,11 +383,33 @@ def load_spec(
         narrowed = {path[1] for path, _ in parsed if path[0] == "axes" and len(path) == 2}
         doc = narrow_exclude(doc, narrowed)
     spec = validate(doc, default_name=preset or src.stem)
-    spec.source = f"preset {preset}" if preset else str(src)
+    spec.source = f"preset {preset}" if preset is not None else str(src)
     return spec
 
 
+def nonfinite(value: Any, where: str = "") -> str | None:
+    """The dotted path of the first inf/nan float in a TOML value, or None.
+
+    TOML has inf and nan literals (and ``--set k=inf`` parses as one), but no
+    spec value means anything at either, and a point holding one cannot be
+    hashed into a run id (canonical JSON refuses them): refused wherever they
+    are, before a range check that inf would pass (``timeout_s > 0``).
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        return where or "value"
+    if isinstance(value, dict):
+        items: Any = ((f"{where}.{k}" if where else str(k), v) for k, v in value.items())
+    elif isinstance(value, list):
+        items = ((f"{where}[{i}]", v) for i, v in enumerate(value))
+    else:
+        return None
+    return next((w for w in (nonfinite(v, k) for k, v in items) if w), None)
+
+
 def validate(doc: dict[str, Any], default_name: str = "sweep") -> Spec:
+    bad = nonfinite(doc)
+    if bad:
+        raise SpecError(bad, "inf and nan are not allowed in a spec (give a finite number)")
     known = set(_SECTIONS) | {"axes", "mixes", "exclude"}
     for key in doc:
         if key not in known:
@@ -615,13 +642,47 @@ def _validate_job(j: dict[str, Any]) -> dict[str, Any]:
     return j
 
 
+# What one run may ask for, checked with the spec for the defaults and every
+# resources.override alike: these reach `#SBATCH --cpus-per-task/--mem/--time`
+# and the local pool, and a value sbatch refuses used to surface only at
+# submission, after the staging (hours of boot checkpoints).
+MAX_CPUS_PER_RUN = 1024  # as --jobs: more than any node offers
+MIN_MEM_PER_RUN = 64 << 20  # no gem5 or QEMU process fits in less; sbatch counts MiB
+MAX_MEM_PER_RUN = 64 << 40
+MAX_TIME_LIMIT_S = 365 * 86400  # a year; Slurm's --time, the worker's own timer
+
+
+def _cpus_per_run(v: Any, where: str) -> int:
+    want = f"an integer in 1..{MAX_CPUS_PER_RUN}"
+    _check_type(where, v, int, want)
+    if not 1 <= v <= MAX_CPUS_PER_RUN:
+        raise SpecError(where, f"must be {want}, got {v}")
+    return int(v)
+
+
+def _mem_per_run(v: Any, where: str) -> int:
+    n = parse_bytes(v, where)
+    if not MIN_MEM_PER_RUN <= n <= MAX_MEM_PER_RUN:
+        raise SpecError(
+            where,
+            f"{v!r} is {n:,} bytes, outside {MIN_MEM_PER_RUN >> 20} MiB..{MAX_MEM_PER_RUN >> 40} "
+            "TiB (the memory one run's gem5/QEMU process may use)",
+        )
+    return n
+
+
+def _time_limit(v: Any, where: str) -> int:
+    secs = parse_duration(v, where)
+    if secs > MAX_TIME_LIMIT_S:
+        raise SpecError(where, f"{v!r} is more than {MAX_TIME_LIMIT_S // 86400} days per run")
+    return secs
+
+
 def _validate_resources(r: dict[str, Any]) -> dict[str, Any]:
     out = dict(r)
-    _check_type("resources.cpus_per_run", r["cpus_per_run"], int, "an integer >= 1")
-    if r["cpus_per_run"] < 1:
-        raise SpecError("resources.cpus_per_run", "must be >= 1")
-    out["mem_per_run_bytes"] = parse_bytes(r["mem_per_run"], "resources.mem_per_run")
-    out["time_limit_s"] = parse_duration(r["time_limit"], "resources.time_limit")
+    out["cpus_per_run"] = _cpus_per_run(r["cpus_per_run"], "resources.cpus_per_run")
+    out["mem_per_run_bytes"] = _mem_per_run(r["mem_per_run"], "resources.mem_per_run")
+    out["time_limit_s"] = _time_limit(r["time_limit"], "resources.time_limit")
     out["min_free_disk_bytes"] = parse_bytes(r["min_free_disk"], "resources.min_free_disk")
     for k in ("partition", "account"):
         v = r[k]
@@ -659,12 +720,11 @@ def _validate_resources(r: dict[str, Any]) -> dict[str, Any]:
             if k == "match":
                 continue
             if k == "cpus_per_run":
-                _check_type(f"{where}.{k}", v, int, "an integer >= 1")
-                ov[k] = v
+                ov[k] = _cpus_per_run(v, f"{where}.{k}")
             elif k == "mem_per_run":
-                ov["mem_per_run_bytes"] = parse_bytes(v, f"{where}.{k}")
+                ov["mem_per_run_bytes"] = _mem_per_run(v, f"{where}.{k}")
             elif k == "time_limit":
-                ov["time_limit_s"] = parse_duration(v, f"{where}.{k}")
+                ov["time_limit_s"] = _time_limit(v, f"{where}.{k}")
             else:
                 raise SpecError(
                     f"{where}.{k}",
@@ -843,6 +903,21 @@ def _validate_axes(axes: Any, mixes: dict[str, Any]) -> dict[str, list[Any]]:
                 raise SpecError(f"axes.{k}[{i}]", f"{v!r} is out of range", f"integers {lo}..{hi}")
     if out["numa_factor"] and out["link_latency"]:
         raise SpecError("axes.link_latency", "give numa_factor or link_latency, not both")
+    # An axis given as [] used to fall back to its default without a word
+    # (numa_factor to 1.6, mix to every mix, pinning to job.pinning). The one
+    # empty list that means something: the latency axis not in use, cleared
+    # so that the other one can be set (--set axes.numa_factor=[] beside
+    # --set axes.link_latency=20 on a preset that names factors).
+    for k, default in (("mix", "every mix of [mixes]"), ("pinning", "job.pinning")):
+        if k in axes and axes[k] == []:
+            raise SpecError(f"axes.{k}", f"is empty; leave it out for its default ({default})")
+    lat = [k for k in ("numa_factor", "link_latency") if k in axes and axes[k] == []]
+    if lat and not (out["numa_factor"] or out["link_latency"]):
+        raise SpecError(
+            f"axes.{lat[0]}",
+            "is empty and so is the other latency axis; give numa_factor or link_latency "
+            "values, or leave both out for the default numa_factor = [1.6]",
+        )
     for i, f in enumerate(out["numa_factor"]):
         if isinstance(f, bool) or not isinstance(f, int | float) or not math.isfinite(f):
             raise SpecError(f"axes.numa_factor[{i}]", f"{f!r} is not a number", "(1.0, 10.0]")
