@@ -95,6 +95,40 @@ schedstat_numa_*     the stock kernel's /proc/schedstat (CONFIG_SCHEDSTATS) for 
                      _failed passes that found an imbalance and moved nothing,
                      _gained tasks pulled, _active_pushed tasks pushed by active
                      balancing, _wake_affine wake-ups moved to the waker's CPU.
+sched_busy_fraction  the regime, from the run queues' counters of /proc/schedstat
+                     (per-CPU lines, version 15): sum over CPUs of the delta of
+                     rq_cpu_time (ns that non-idle tasks ran) / (window ns x CPUs),
+                     an average over the ROI. The window is the guest's monotonic
+                     time between the two reads the runner takes around the
+                     programs: after the ROI's work_begin with every program held
+                     at its gate, and after the last one is reaped, before
+                     work_end (workloads/mix_run.py). So it is elapsed_s plus the
+                     two reads (< 1 ms), inside gem5's ROI (sim_seconds adds the
+                     m5 calls), and at both reads no task of the mix runs or
+                     waits, so the kernel (which adds a stretch when it ends)
+                     has counted all of it. Every non-idle task counts: the
+                     runner's sampling and kernel threads too.
+sched_runnable_per_cpu  (sum of delta rq_cpu_time + sum of delta run_delay) /
+                     (window ns x CPUs): runnable tasks per CPU (running +
+                     waiting on a run queue), averaged over the ROI and the CPUs.
+sched_busy_fraction_all_running, sched_runnable_per_cpu_all_running  the same
+                     from the first read to a third one right after the first
+                     program ended (the runner reads when it reaps it): the
+                     regime while every program runs. LOWER BOUNDS: a task still
+                     running or queued at that read has its current stretch
+                     counted only later (up to a timeslice per CPU, and each
+                     queued task's current wait). sched_all_running_s: that
+                     window's length.
+run_delay_ms_per_thread  per program: the mean over its tasks (every thread of
+                     its thread groups, the main thread included) of the time
+                     each waited on a run queue (run_delay of
+                     /proc/<pid>/task/<tid>/schedstat, ms); mix: the mean over
+                     every task of the mix. Read at each sample, so a task's
+                     value is the last sample before it exited: a lower bound
+                     that misses up to one sample_interval_s per task (a
+                     process's threads are gone from /proc by the time its exit
+                     is seen, and the kernel keeps no per-process sum of
+                     run_delay).
 page_faults          mix: /proc/vmstat pgfault delta (whole guest); when the kernel has
                      no VM event counters (pgfault absent), the sum of the programs'
                      values. program: rusage minflt + majflt of the program (children
@@ -228,6 +262,14 @@ _M = [
     Metric("schedstat_numa_gained", "", "tasks pulled at the NUMA level", ""),
     Metric("schedstat_numa_active_pushed", "", "tasks pushed by active balance (NUMA)", ""),
     Metric("schedstat_numa_wake_affine", "", "wake-ups moved to the waker (NUMA)", ""),
+    Metric("sched_busy_fraction", "", "busy fraction of the CPUs (schedstat, ROI)", ""),
+    Metric("sched_runnable_per_cpu", "", "runnable tasks per CPU (schedstat, ROI)", ""),
+    Metric("sched_busy_fraction_all_running", "", "busy fraction while all run (lower bound)", ""),
+    Metric(
+        "sched_runnable_per_cpu_all_running", "", "runnable per CPU while all run (lower bound)", ""
+    ),
+    Metric("sched_all_running_s", "s", "time until the first program ended", ""),
+    Metric("run_delay_ms_per_thread", "ms", "run-queue wait per thread (sampled)", "lower"),
     Metric("thread_refused_hot", "", "balancer refusals: cache-hot (worker threads)", ""),
     Metric("thread_refused_running", "", "balancer refusals: running (worker threads)", ""),
     Metric("thread_refused_affine", "", "balancer refusals: affinity (worker threads)", ""),
@@ -296,6 +338,8 @@ def guest_metrics(g: GuestResults, mix: str) -> list[Row]:
         rows.append(("mix", mix, "page_migrations", pm))
     for k, v in schedstat_numa(end.get("schedstat") or {}).items():
         rows.append(("mix", mix, k, v))
+    for k, v in sched_regime(end.get("schedstat") or {}).items():
+        rows.append(("mix", mix, k, v))
     lb = end.get("sched_numa_lb_stats") or {}
     if lb.get("status") == "present":
         for k, v in lb_counters(lb).items():
@@ -360,6 +404,8 @@ def guest_metrics(g: GuestResults, mix: str) -> list[Row]:
         rr = remote_ratio_guest(tgs)
         if rr is not None:
             rows.append(("program", name, "remote_ratio_guest", rr))
+        if (v := run_delay_ms_per_thread(tgs)) is not None:
+            rows.append(("program", name, "run_delay_ms_per_thread", v))
         for metric, v in home_node(tgs, g.thread_groups, nodes).items():
             rows.append(("program", name, metric, v))
         res = p.get("result") or {}
@@ -381,6 +427,8 @@ def guest_metrics(g: GuestResults, mix: str) -> list[Row]:
     rr = remote_ratio_guest(g.thread_groups)
     if rr is not None:
         rows.append(("mix", mix, "remote_ratio_guest", rr))
+    if (v := run_delay_ms_per_thread(g.thread_groups)) is not None:
+        rows.append(("mix", mix, "run_delay_ms_per_thread", v))
     return rows
 
 
@@ -409,6 +457,41 @@ def schedstat_numa(rec: dict[str, Any]) -> dict[str, float]:
         if vals:
             out[metric] = float(sum(vals))
     return out
+
+
+def sched_regime(rec: dict[str, Any]) -> dict[str, float]:
+    """Busy fraction and runnable tasks per CPU from the per-CPU schedstat
+    windows of the run_end "schedstat" record ("cpu": workloads/mix_run.py);
+    {} for a guest without them (older runner, no /proc/schedstat)."""
+    cpu = rec.get("cpu")
+    out: dict[str, float] = {}
+    if not isinstance(cpu, dict):
+        return out
+    for key, suffix in (("roi", ""), ("all_running", "_all_running")):
+        w = cpu.get(key)
+        if not isinstance(w, dict) or w.get("status") != "present":
+            continue
+        sec, d = _f(w.get("window_s")), w.get("delta")
+        if sec is None or sec <= 0 or not isinstance(d, dict) or not d:
+            continue
+        busy = sum(float(c["rq_cpu_time"]) for c in d.values())
+        wait = sum(float(c["run_delay"]) for c in d.values())
+        denom = sec * 1e9 * len(d)
+        out["sched_busy_fraction" + suffix] = busy / denom
+        out["sched_runnable_per_cpu" + suffix] = (busy + wait) / denom
+        if key == "all_running":
+            out["sched_all_running_s"] = sec
+    return out
+
+
+def run_delay_ms_per_thread(tgs: list[dict[str, Any]]) -> float | None:
+    """Mean run-queue wait per task (ms) over the thread groups' sampled
+    per-task schedstat; None when no task was read (older runner)."""
+    n = sum(int(t.get("schedstat_tasks") or 0) for t in tgs)
+    delays = [_f(t.get("run_delay_ns")) for t in tgs if t.get("schedstat_tasks")]
+    if n <= 0 or any(x is None for x in delays):
+        return None
+    return sum(delays) / n / 1e6  # type: ignore[arg-type]
 
 
 def lb_counters(lb: dict[str, Any]) -> dict[str, float]:
