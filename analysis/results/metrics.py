@@ -119,16 +119,17 @@ sched_busy_fraction_all_running, sched_runnable_per_cpu_all_running  the same
                      counted only later (up to a timeslice per CPU, and each
                      queued task's current wait). sched_all_running_s: that
                      window's length.
-run_delay_ms_per_thread  per program: the mean over its tasks (every thread of
-                     its thread groups, the main thread included) of the time
-                     each waited on a run queue (run_delay of
-                     /proc/<pid>/task/<tid>/schedstat, ms); mix: the mean over
-                     every task of the mix. Read at each sample, so a task's
-                     value is the last sample before it exited: a lower bound
-                     that misses up to one sample_interval_s per task (a
-                     process's threads are gone from /proc by the time its exit
-                     is seen, and the kernel keeps no per-process sum of
-                     run_delay).
+run_delay_ms_per_thread  per program: the mean over its threads of the time each
+                     waited on a run queue (run_delay of the thread's
+                     /proc/.../schedstat, ms); mix: the mean over every thread
+                     counted. Synthetic programs: each worker reads its own at
+                     its end (thread_records run_delay_ns: exact, workers only).
+                     Otherwise (PARSEC, cmd) the runner's read at each sample,
+                     every task of the thread groups: the last sample before a
+                     task exited, a lower bound missing up to one
+                     sample_interval_s per task (a process's threads are gone
+                     from /proc by the time its exit is seen, and the kernel
+                     keeps no per-process sum of run_delay).
 page_faults          mix: /proc/vmstat pgfault delta (whole guest); when the kernel has
                      no VM event counters (pgfault absent), the sum of the programs'
                      values. program: rusage minflt + majflt of the program (children
@@ -365,6 +366,7 @@ def guest_metrics(g: GuestResults, mix: str) -> list[Row]:
     kernel_totals: dict[str, float] = {}
     refused_totals: dict[str, float] = {}
     nodes = len((g.run or {}).get("distances") or {})  # the SLIT's size
+    delay_total = (0.0, 0)  # run_delay ns, threads
     for p in g.programs:
         name = str(p.get("name"))
         # a background program (load for the others) runs until it is stopped: not timed
@@ -404,8 +406,9 @@ def guest_metrics(g: GuestResults, mix: str) -> list[Row]:
         rr = remote_ratio_guest(tgs)
         if rr is not None:
             rows.append(("program", name, "remote_ratio_guest", rr))
-        if (v := run_delay_ms_per_thread(tgs)) is not None:
-            rows.append(("program", name, "run_delay_ms_per_thread", v))
+        if (rd := run_delay(p.get("result"), tgs)) is not None:
+            rows.append(("program", name, "run_delay_ms_per_thread", rd[0] / rd[1] / 1e6))
+            delay_total = (delay_total[0] + rd[0], delay_total[1] + rd[1])
         for metric, v in home_node(tgs, g.thread_groups, nodes).items():
             rows.append(("program", name, metric, v))
         res = p.get("result") or {}
@@ -427,8 +430,8 @@ def guest_metrics(g: GuestResults, mix: str) -> list[Row]:
     rr = remote_ratio_guest(g.thread_groups)
     if rr is not None:
         rows.append(("mix", mix, "remote_ratio_guest", rr))
-    if (v := run_delay_ms_per_thread(g.thread_groups)) is not None:
-        rows.append(("mix", mix, "run_delay_ms_per_thread", v))
+    if delay_total[1] > 0:
+        rows.append(("mix", mix, "run_delay_ms_per_thread", delay_total[0] / delay_total[1] / 1e6))
     return rows
 
 
@@ -484,14 +487,21 @@ def sched_regime(rec: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def run_delay_ms_per_thread(tgs: list[dict[str, Any]]) -> float | None:
-    """Mean run-queue wait per task (ms) over the thread groups' sampled
-    per-task schedstat; None when no task was read (older runner)."""
+def run_delay(result: Any, tgs: list[dict[str, Any]]) -> tuple[float, int] | None:
+    """A program's run-queue wait: (sum of run_delay ns, threads). From its
+    workers' own thread records (each read at the worker's end: exact) when
+    every record has one, else the runner's per-task samples of its thread
+    groups (main thread included; lower bounds); None when neither has any."""
+    recs = result.get("thread_records") if isinstance(result, dict) else None
+    if isinstance(recs, list) and recs:
+        vals = [_f(r.get("run_delay_ns")) if isinstance(r, dict) else None for r in recs]
+        if all(v is not None and v >= 0 for v in vals):
+            return sum(vals), len(vals)  # type: ignore[arg-type]
     n = sum(int(t.get("schedstat_tasks") or 0) for t in tgs)
     delays = [_f(t.get("run_delay_ns")) for t in tgs if t.get("schedstat_tasks")]
     if n <= 0 or any(x is None for x in delays):
         return None
-    return sum(delays) / n / 1e6  # type: ignore[arg-type]
+    return sum(delays), n  # type: ignore[arg-type]
 
 
 def lb_counters(lb: dict[str, Any]) -> dict[str, float]:

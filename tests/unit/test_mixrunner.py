@@ -776,9 +776,20 @@ def test_schedstat_cpu_windows_and_per_thread_run_delay(
     rows = {(e, n, m): v for e, n, m, v in guest_metrics(g, "mix")}
     assert rows[("mix", "mix", "sched_busy_fraction")] == 0.0  # the unchanging capture
     assert rows[("mix", "mix", "sched_runnable_per_cpu")] == 0.0
-    for name in progs:
-        mine = [t for t in tgs if t["program"] == name]
-        want = sum(t["run_delay_ns"] for t in mine) / sum(t["schedstat_tasks"] for t in mine)
+    # synthetic programs: from each worker's own read at its end (exact)
+    total, n = 0, 0
+    for name, p in progs.items():
+        recs = p["result"]["thread_records"]
+        want = sum(r["run_delay_ns"] for r in recs) / len(recs)
         assert rows[("program", name, "run_delay_ms_per_thread")] == pytest.approx(want / 1e6)
-    everyone = sum(t["run_delay_ns"] for t in tgs) / sum(t["schedstat_tasks"] for t in tgs)
-    assert rows[("mix", "mix", "run_delay_ms_per_thread")] == pytest.approx(everyone / 1e6)
+        total, n = total + sum(r["run_delay_ns"] for r in recs), n + len(recs)
+    assert rows[("mix", "mix", "run_delay_ms_per_thread")] == pytest.approx(total / n / 1e6)
+    # without them (a PARSEC or cmd program) the runner's samples are used
+    from analysis.results.metrics import run_delay
+
+    lft = [t for t in tgs if t["program"] == "lft"]
+    assert run_delay(None, lft) == (sum(t["run_delay_ns"] for t in lft),
+                                    sum(t["schedstat_tasks"] for t in lft))  # fmt: skip
+    drop = ("schedstat_tasks", "run_delay_ns")  # a runner before the per-task reads
+    old = [{k: v for k, v in t.items() if k not in drop} for t in lft]
+    assert run_delay({"thread_records": [{"run_delay_ns": -1}]}, old) is None
