@@ -40,9 +40,12 @@ from numa_lb.topology import Topology, TopologyError  # noqa: E402
 # unmodified kernel (kernel variant "stock", whatever sweep.kernel_variant says),
 # plus the user-level daemons on the stock selection (daemons/, job.daemon_params).
 POLICIES = ("stock", "default", "tm", "mb", "bce", "mbplus", "excl_base", "excl", "autonuma",
-            # issue 44: first fit through the policy pass; excl/mbplus + first-fit fallback
             "null", "excl_ff", "mbplus_ff",
             "imar", "imar2", "devil", "plb")  # fmt: skip
+# the study's own variants, not the paper's (issue 44): null = first fit through
+# the policy pass; excl_ff/mbplus_ff = excl/mbplus with a first-fit fallback
+# when their leader rules leave no candidate
+STUDY_POLICIES = ("null", "excl_ff", "mbplus_ff")
 DAEMON_POLICIES = numa_lb_daemon.POLICIES
 BACKENDS = ("auto", "qemu", "gem5")
 # kernel-patches/kbuild.py variants a sweep may name; "stock" is chosen per
