@@ -40,18 +40,17 @@ from numa_lb.topology import Topology, TopologyError  # noqa: E402
 # unmodified kernel (kernel variant "stock", whatever sweep.kernel_variant says),
 # plus the user-level daemons on the stock selection (daemons/, job.daemon_params).
 POLICIES = ("stock", "default", "tm", "mb", "bce", "mbplus", "excl_base", "excl", "autonuma",
-            "null", "excl_ff", "mbplus_ff",
-            "imar", "imar2", "devil", "plb")  # fmt: skip
-# the study's own variants, not the paper's (issue 44): null = first fit through
-# the policy pass; excl_ff/mbplus_ff = excl/mbplus with a first-fit fallback
-# when their leader rules leave no candidate
-STUDY_POLICIES = ("null", "excl_ff", "mbplus_ff")
+            "null", "mbplus_ff", "excl_ff", "imar", "imar2", "devil", "plb")  # fmt: skip
 DAEMON_POLICIES = numa_lb_daemon.POLICIES
+# Not in the paper (kernel patches 0019, 0020): null, first fit through the policy
+# pass (a control for the pass itself), and mbplus/excl with a first-fit fallback
+# when their leader rules leave no candidate.
+STUDY_POLICIES = ("null", "mbplus_ff", "excl_ff")
 BACKENDS = ("auto", "qemu", "gem5")
 # kernel-patches/kbuild.py variants a sweep may name; "stock" is chosen per
 # point by the stock policy. nokmlb has no per-node RSS: only NOKMLB_POLICIES.
 KERNEL_VARIANTS = ("release", "debug", "nokmlb")
-NOKMLB_POLICIES = ("stock", "default", "excl_base", "excl", "autonuma")
+NOKMLB_POLICIES = ("stock", "default", "excl_base", "excl", "autonuma", "null", "excl_ff")
 NOKMLB_POLICIES += DAEMON_POLICIES  # the stock selection; devil falls back to numa_maps
 CPU_TYPES = ("atomic", "timing", "o3", "kvm")
 POST_ROI_CPUS = ("atomic", "roi")
