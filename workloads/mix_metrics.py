@@ -152,8 +152,18 @@ F_MINFLT, F_MAJFLT, F_NUM_THREADS, F_PROCESSOR = 10 - 3, 12 - 3, 20 - 3, 39 - 3
 _NR_MIGR_RE = re.compile(r"^se\.nr_migrations\s*:\s*(\d+)", re.M)
 
 
+def parse_task_schedstat(text: Optional[str]) -> Optional[Tuple[int, int, int]]:
+    """/proc/<pid>/task/<tid>/schedstat: (ns on the CPU, ns waiting on a run
+    queue, timeslices) -- proc_pid_schedstat in fs/proc/base.c; None when the
+    file is absent or not three integers."""
+    tok = (text or "").split()
+    if len(tok) != 3 or not all(t.isdigit() for t in tok):
+        return None
+    return int(tok[0]), int(tok[1]), int(tok[2])
+
+
 class TaskState:
-    __slots__ = ("cpu", "migrations", "cross_node", "nr_migrations", "nodes")
+    __slots__ = ("cpu", "migrations", "cross_node", "nr_migrations", "nodes", "schedstat")
 
     def __init__(self) -> None:
         self.cpu = -1
@@ -161,6 +171,8 @@ class TaskState:
         self.cross_node = 0
         self.nr_migrations = None  # type: Optional[int]
         self.nodes = {}  # type: Dict[int, int]
+        # (run ns, run_delay ns, timeslices) at the last sample
+        self.schedstat = None  # type: Optional[Tuple[int, int, int]]
 
 
 class ThreadGroup:
@@ -186,6 +198,7 @@ class ThreadGroup:
         for t in self.tasks.values():
             for n, c in t.nodes.items():
                 node_samples[str(n)] = node_samples.get(str(n), 0) + c
+        ss = [t.schedstat for t in self.tasks.values() if t.schedstat is not None]
         return {
             "pid": self.tgid,
             "comm": self.comm,
@@ -204,6 +217,12 @@ class ThreadGroup:
             "numa_rss_last": self.numa_rss,
             "numa_rss_peak_total": self.numa_rss_peak_total,
             "node_samples": node_samples,
+            # per-task /proc/.../schedstat at each task's last sample, summed
+            # (lower bounds: a task's last stretch before it exits is missed)
+            "schedstat_tasks": len(ss),
+            "run_ns": sum(x[0] for x in ss) if ss else None,
+            "run_delay_ns": sum(x[1] for x in ss) if ss else None,
+            "timeslices": sum(x[2] for x in ss) if ss else None,
         }
 
 
@@ -279,6 +298,11 @@ class Sampler:
                     task.cross_node += 1
             task.cpu = cpu
             task.nodes[node] = task.nodes.get(node, 0) + 1
+            # counted whenever the kernel has CONFIG_SCHED_INFO (the sysctl
+            # kernel.sched_schedstats does not gate it); without, "0 0 0"
+            ss = parse_task_schedstat(read_text(base + "/schedstat"))
+            if ss is not None:
+                task.schedstat = ss
             if self.read_sched:
                 m = _NR_MIGR_RE.search(read_text(base + "/sched") or "")
                 if m:

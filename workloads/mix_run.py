@@ -175,7 +175,7 @@ def run_mix(
 
     # 4. start everything together: each program is forked and blocked on its
     #    own gate pipe before exec; the runner opens the gates (seeded offsets)
-    status = run_programs(plans, job, outdir, cpu_node, errors, roi)
+    status = run_programs(plans, job, outdir, cpu_node, errors, roi, schedstat)
     by_index = {rec["index"]: rec for rec in status["programs"]}
     for p in plans:
         if p.get("installed"):
@@ -230,7 +230,8 @@ def run_mix(
             "vmstat_delta": delta(vm0, vm1),
             "numastat_delta": delta(ns0, ns1),
             "sched_numa_lb_stats": lb_rec,
-            "schedstat": mix_schedstat.record(ss0, ss1, ss_names),
+            # domain deltas over the whole run; per-CPU deltas over the ROI
+            "schedstat": dict(mix_schedstat.record(ss0, ss1, ss_names), cpu=status["sched_cpu"]),
             "samples": status["samples"],
             "roi": status["roi"],
             "start_jitter": status["start_jitter"],
@@ -348,7 +349,7 @@ def open_gates(gates: List[Tuple[int, int]], offsets: Dict[int, float], t0: floa
 
 def run_programs(
     plans: List[Dict], job: Dict[str, Any], outdir: str, cpu_node: Dict[int, int],
-    errors: List[str], roi: Optional[List[str]] = None,
+    errors: List[str], roi: Optional[List[str]] = None, schedstat: Optional[str] = None,
 ) -> Dict[str, Any]:  # fmt: skip
     gates = []  # type: List[Tuple[int, int]]  # (program index, gate write end)
     procs = {}  # type: Dict[int, Dict[str, Any]]  # pid -> state
@@ -429,6 +430,15 @@ def run_programs(
         results[i]["start_offset_s"] = off
     time.sleep(job["warmup_s"] + jitter["pre_gate_s"])  # jitter: shifts the tick phase
     roi_rc = {"warmup": warm_rc, "begin": roi_mark(roi, "workbegin", errors)}
+    # The run queues' time counters (mix_schedstat.cpu_window) bracket the
+    # programs: inside the ROI, while every program waits at its gate, and
+    # again after the last one is reaped (nothing of the mix running or
+    # queued, so nothing is left uncounted at either end); a third read when
+    # the first program has ended closes the "all running" window.
+    ss_path = schedstat or ""
+    ss_begin = mix_schedstat.stamp(ss_path) if ss_path else None
+    ss_first = None  # type: Optional[Tuple[float, str]]
+    n_fg = _n_foreground(procs)
     t0 = time.monotonic()
     open_gates(gates, jitter["offsets_s"], t0)  # programs start now (seeded offsets)
     deadline = t0 + job["timeout_s"] if job["timeout_s"] else None
@@ -437,7 +447,7 @@ def run_programs(
     next_sample = t0
 
     def foreground() -> bool:
-        return any(not st["background"] for st in procs.values())
+        return _n_foreground(procs) > 0
 
     try:
         while foreground():
@@ -448,6 +458,8 @@ def run_programs(
                 samples += 1
                 next_sample = now + interval
             _reap(procs, results, t0)
+            if ss_begin is not None and ss_first is None and _n_foreground(procs) < n_fg:
+                ss_first = mix_schedstat.stamp(ss_path)
             if not foreground():
                 break
             if deadline is not None and time.monotonic() >= deadline and not timed_out:
@@ -474,6 +486,7 @@ def run_programs(
         os.close(wake_r)
         os.close(wake_w)
     elapsed = time.monotonic() - t0
+    ss_end = mix_schedstat.stamp(ss_path) if ss_begin is not None else None
     roi_rc["end"] = roi_mark(roi, "workend", errors)
     stop_background(procs, results, t0)
 
@@ -486,7 +499,31 @@ def run_programs(
         "samples": samples,
         "start_jitter": jitter,
         "roi": roi_rc,
+        "sched_cpu": sched_cpu_record(ss_begin, ss_first, ss_end, t0),
     }
+
+
+def _n_foreground(procs: Dict[int, Dict[str, Any]]) -> int:
+    return sum(1 for st in procs.values() if not st["background"])
+
+
+def sched_cpu_record(
+    begin: Optional[Tuple[float, str]], first: Optional[Tuple[float, str]],
+    end: Optional[Tuple[float, str]], t0: float,
+) -> Dict[str, Any]:  # fmt: skip
+    """The run_end schedstat "cpu" entry: per-CPU deltas over the ROI ("roi":
+    programs released to last reaped) and until the first program ended
+    ("all_running"; a task running or queued at that read is counted only
+    later, so its sums are lower bounds); read times relative to the release
+    and the raw texts (the kernel's, kept as for the domain lines)."""
+    rec = {
+        "roi": mix_schedstat.cpu_window(begin, end),
+        "all_running": mix_schedstat.cpu_window(begin, first),
+    }  # type: Dict[str, Any]
+    for key, st in (("begin", begin), ("first_exit", first), ("end", end)):
+        rec[key + "_s"] = round(st[0] - t0, 6) if st is not None else None
+        rec[key + "_raw"] = st[1] if st is not None else None
+    return rec
 
 
 BACKGROUND_GRACE_S = 5.0  # SIGTERM, then SIGKILL after this

@@ -101,6 +101,41 @@ schedstat_numa_*     the stock kernel's /proc/schedstat (CONFIG_SCHEDSTATS) for 
                      _failed passes that found an imbalance and moved nothing,
                      _gained tasks pulled, _active_pushed tasks pushed by active
                      balancing, _wake_affine wake-ups moved to the waker's CPU.
+sched_busy_fraction  the regime, from the run queues' counters of /proc/schedstat
+                     (per-CPU lines, version 15): sum over CPUs of the delta of
+                     rq_cpu_time (ns that non-idle tasks ran) / (window ns x CPUs),
+                     an average over the ROI. The window is the guest's monotonic
+                     time between the two reads the runner takes around the
+                     programs: after the ROI's work_begin with every program held
+                     at its gate, and after the last one is reaped, before
+                     work_end (workloads/mix_run.py). So it is elapsed_s plus the
+                     two reads (< 1 ms), inside gem5's ROI (sim_seconds adds the
+                     m5 calls), and at both reads no task of the mix runs or
+                     waits, so the kernel (which adds a stretch when it ends)
+                     has counted all of it. Every non-idle task counts: the
+                     runner's sampling and kernel threads too.
+sched_runnable_per_cpu  (sum of delta rq_cpu_time + sum of delta run_delay) /
+                     (window ns x CPUs): runnable tasks per CPU (running +
+                     waiting on a run queue), averaged over the ROI and the CPUs.
+sched_busy_fraction_all_running, sched_runnable_per_cpu_all_running  the same
+                     from the first read to a third one right after the first
+                     program ended (the runner reads when it reaps it): the
+                     regime while every program runs. LOWER BOUNDS: a task still
+                     running or queued at that read has its current stretch
+                     counted only later (up to a timeslice per CPU, and each
+                     queued task's current wait). sched_all_running_s: that
+                     window's length.
+run_delay_ms_per_thread  per program: the mean over its threads of the time each
+                     waited on a run queue (run_delay of the thread's
+                     /proc/.../schedstat, ms); mix: the mean over every thread
+                     counted. Synthetic programs: each worker reads its own at
+                     its end (thread_records run_delay_ns: exact, workers only).
+                     Otherwise (PARSEC, cmd) the runner's read at each sample,
+                     every task of the thread groups: the last sample before a
+                     task exited, a lower bound missing up to one
+                     sample_interval_s per task (a process's threads are gone
+                     from /proc by the time its exit is seen, and the kernel
+                     keeps no per-process sum of run_delay).
 page_faults          mix: /proc/vmstat pgfault delta (whole guest); when the kernel has
                      no VM event counters (pgfault absent), the sum of the programs'
                      values. program: rusage minflt + majflt of the program (children
@@ -241,6 +276,14 @@ _M = [
     Metric("schedstat_numa_active_count", "", "active balances started (NUMA)", ""),
     Metric("schedstat_numa_active_pushed", "", "tasks pushed by active balance (NUMA)", ""),
     Metric("schedstat_numa_wake_affine", "", "wake-ups moved to the waker (NUMA)", ""),
+    Metric("sched_busy_fraction", "", "busy fraction of the CPUs (schedstat, ROI)", ""),
+    Metric("sched_runnable_per_cpu", "", "runnable tasks per CPU (schedstat, ROI)", ""),
+    Metric("sched_busy_fraction_all_running", "", "busy fraction while all run (lower bound)", ""),
+    Metric(
+        "sched_runnable_per_cpu_all_running", "", "runnable per CPU while all run (lower bound)", ""
+    ),
+    Metric("sched_all_running_s", "s", "time until the first program ended", ""),
+    Metric("run_delay_ms_per_thread", "ms", "run-queue wait per thread (sampled)", "lower"),
     Metric("thread_refused_hot", "", "balancer refusals: cache-hot (worker threads)", ""),
     Metric("thread_refused_running", "", "balancer refusals: running (worker threads)", ""),
     Metric("thread_refused_affine", "", "balancer refusals: affinity (worker threads)", ""),
@@ -309,6 +352,8 @@ def guest_metrics(g: GuestResults, mix: str) -> list[Row]:
         rows.append(("mix", mix, "page_migrations", pm))
     for k, v in schedstat_numa(end.get("schedstat") or {}).items():
         rows.append(("mix", mix, k, v))
+    for k, v in sched_regime(end.get("schedstat") or {}).items():
+        rows.append(("mix", mix, k, v))
     lb = end.get("sched_numa_lb_stats") or {}
     if lb.get("status") == "present":
         for k, v in lb_counters(lb).items():
@@ -334,6 +379,7 @@ def guest_metrics(g: GuestResults, mix: str) -> list[Row]:
     kernel_totals: dict[str, float] = {}
     refused_totals: dict[str, float] = {}
     nodes = len((g.run or {}).get("distances") or {})  # the SLIT's size
+    delay_total = (0.0, 0)  # run_delay ns, threads
     for p in g.programs:
         name = str(p.get("name"))
         # a background program (load for the others) runs until it is stopped: not timed
@@ -373,6 +419,9 @@ def guest_metrics(g: GuestResults, mix: str) -> list[Row]:
         rr = remote_ratio_guest(tgs)
         if rr is not None:
             rows.append(("program", name, "remote_ratio_guest", rr))
+        if (rd := run_delay(p.get("result"), tgs)) is not None:
+            rows.append(("program", name, "run_delay_ms_per_thread", rd[0] / rd[1] / 1e6))
+            delay_total = (delay_total[0] + rd[0], delay_total[1] + rd[1])
         for metric, v in home_node(tgs, g.thread_groups, nodes).items():
             rows.append(("program", name, metric, v))
         res = p.get("result") or {}
@@ -394,6 +443,8 @@ def guest_metrics(g: GuestResults, mix: str) -> list[Row]:
     rr = remote_ratio_guest(g.thread_groups)
     if rr is not None:
         rows.append(("mix", mix, "remote_ratio_guest", rr))
+    if delay_total[1] > 0:
+        rows.append(("mix", mix, "run_delay_ms_per_thread", delay_total[0] / delay_total[1] / 1e6))
     return rows
 
 
@@ -427,6 +478,48 @@ def schedstat_numa(rec: dict[str, Any]) -> dict[str, float]:
         if vals:
             out[metric] = float(sum(vals))
     return out
+
+
+def sched_regime(rec: dict[str, Any]) -> dict[str, float]:
+    """Busy fraction and runnable tasks per CPU from the per-CPU schedstat
+    windows of the run_end "schedstat" record ("cpu": workloads/mix_run.py);
+    {} for a guest without them (older runner, no /proc/schedstat)."""
+    cpu = rec.get("cpu")
+    out: dict[str, float] = {}
+    if not isinstance(cpu, dict):
+        return out
+    for key, suffix in (("roi", ""), ("all_running", "_all_running")):
+        w = cpu.get(key)
+        if not isinstance(w, dict) or w.get("status") != "present":
+            continue
+        sec, d = _f(w.get("window_s")), w.get("delta")
+        if sec is None or sec <= 0 or not isinstance(d, dict) or not d:
+            continue
+        busy = sum(float(c["rq_cpu_time"]) for c in d.values())
+        wait = sum(float(c["run_delay"]) for c in d.values())
+        denom = sec * 1e9 * len(d)
+        out["sched_busy_fraction" + suffix] = busy / denom
+        out["sched_runnable_per_cpu" + suffix] = (busy + wait) / denom
+        if key == "all_running":
+            out["sched_all_running_s"] = sec
+    return out
+
+
+def run_delay(result: Any, tgs: list[dict[str, Any]]) -> tuple[float, int] | None:
+    """A program's run-queue wait: (sum of run_delay ns, threads). From its
+    workers' own thread records (each read at the worker's end: exact) when
+    every record has one, else the runner's per-task samples of its thread
+    groups (main thread included; lower bounds); None when neither has any."""
+    recs = result.get("thread_records") if isinstance(result, dict) else None
+    if isinstance(recs, list) and recs:
+        vals = [_f(r.get("run_delay_ns")) if isinstance(r, dict) else None for r in recs]
+        if all(v is not None and v >= 0 for v in vals):
+            return sum(vals), len(vals)  # type: ignore[arg-type]
+    n = sum(int(t.get("schedstat_tasks") or 0) for t in tgs)
+    delays = [_f(t.get("run_delay_ns")) for t in tgs if t.get("schedstat_tasks")]
+    if n <= 0 or any(x is None for x in delays):
+        return None
+    return sum(delays), n  # type: ignore[arg-type]
 
 
 def lb_counters(lb: dict[str, Any]) -> dict[str, float]:

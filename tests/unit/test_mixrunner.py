@@ -726,3 +726,70 @@ def test_a_mix_of_background_programs_only_is_refused() -> None:
     with pytest.raises(mr.JobError, match="background"):
         mr.load_job({"run_id": "bg", "programs": [
             {"name": "load", "cmd": ["sleep", "1"], "background": True}]})  # fmt: skip
+
+
+def test_schedstat_cpu_windows_and_per_thread_run_delay(
+    bindir: Path, fake_sysctl: Path, tmp_path: Path
+) -> None:
+    """The runner reads the run queues' counters at the release, at the first
+    exit and after the last reap, and each task's schedstat at every sample.
+    This host has no /proc/schedstat (no CONFIG_SCHEDSTATS), so the reads go to
+    a real capture (tests/fixtures/schedstat/after.txt): a file that does not
+    change, so every delta is 0 and what is checked is where and when the runner
+    reads; the per-task files are this host's own."""
+    from analysis.results.guest import parse_results_text
+    from analysis.results.metrics import guest_metrics
+
+    cap = REPO / "tests/fixtures/schedstat/after.txt"
+    out = tmp_path / "out"
+    job = mr.load_job(small_job())
+    rc = mr.run_mix(job, str(out), str(fake_sysctl), bin_dirs=[str(bindir)], schedstat=str(cap))
+    recs = records(out)
+    assert rc == 0, recs[-1]
+    end = by_type(recs, "run_end")[0]
+    cpu = end["schedstat"]["cpu"]
+    assert end["schedstat"]["status"] == "present"  # the whole-run domain record as before
+    assert cpu["begin_s"] <= 0 < cpu["first_exit_s"] <= cpu["end_s"]
+    # the release-to-last-reap window is the mix's elapsed time plus the reads
+    assert cpu["end_s"] == pytest.approx(end["elapsed_s"], abs=0.05)
+    assert cpu["begin_raw"] == cpu["end_raw"] == cap.read_text()
+    for key, upto in (("roi", "end_s"), ("all_running", "first_exit_s")):
+        w = cpu[key]
+        assert w["status"] == "present" and w["cpus"] == 8
+        assert w["window_s"] == pytest.approx(cpu[upto] - cpu["begin_s"], abs=1e-5)
+        assert all(v == 0 for c in w["delta"].values() for v in c.values())
+    progs = {p["name"]: p for p in by_type(recs, "program")}
+    assert cpu["first_exit_s"] <= min(p["elapsed_s"] for p in progs.values()) + 0.05
+
+    tgs = by_type(recs, "thread_group")
+    own = Path("/proc/self/schedstat").exists()
+    for t in tgs:
+        if not own:
+            assert t["schedstat_tasks"] == 0 and t["run_delay_ns"] is None
+            continue
+        # main + 2 workers, each read at least once; they ran, so run_ns > 0
+        assert t["schedstat_tasks"] == t["tasks_seen"] >= 1
+        assert t["run_ns"] > 0 and t["run_delay_ns"] >= 0 and t["timeslices"] >= 1
+    if not own:
+        return
+    g = parse_results_text((out / "results.jsonl").read_text())
+    rows = {(e, n, m): v for e, n, m, v in guest_metrics(g, "mix")}
+    assert rows[("mix", "mix", "sched_busy_fraction")] == 0.0  # the unchanging capture
+    assert rows[("mix", "mix", "sched_runnable_per_cpu")] == 0.0
+    # synthetic programs: from each worker's own read at its end (exact)
+    total, n = 0, 0
+    for name, p in progs.items():
+        recs = p["result"]["thread_records"]
+        want = sum(r["run_delay_ns"] for r in recs) / len(recs)
+        assert rows[("program", name, "run_delay_ms_per_thread")] == pytest.approx(want / 1e6)
+        total, n = total + sum(r["run_delay_ns"] for r in recs), n + len(recs)
+    assert rows[("mix", "mix", "run_delay_ms_per_thread")] == pytest.approx(total / n / 1e6)
+    # without them (a PARSEC or cmd program) the runner's samples are used
+    from analysis.results.metrics import run_delay
+
+    lft = [t for t in tgs if t["program"] == "lft"]
+    assert run_delay(None, lft) == (sum(t["run_delay_ns"] for t in lft),
+                                    sum(t["schedstat_tasks"] for t in lft))  # fmt: skip
+    drop = ("schedstat_tasks", "run_delay_ns")  # a runner before the per-task reads
+    old = [{k: v for k, v in t.items() if k not in drop} for t in lft]
+    assert run_delay({"thread_records": [{"run_delay_ns": -1}]}, old) is None

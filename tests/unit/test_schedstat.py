@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.results.metrics import schedstat_numa
+from analysis.results.metrics import sched_regime, schedstat_numa
 
 REPO = Path(__file__).resolve().parents[2]
 FIX = REPO / "tests" / "fixtures" / "schedstat"
@@ -91,3 +91,111 @@ def test_domain_names_read_the_debugfs_tree(tmp_path: Path) -> None:
         "cpu1/domain0": "MC",
         "cpu1/domain1": "NUMA",
     }
+
+
+# ------------------------------------------------ per-CPU lines: the regime
+
+GEM5 = REPO / "tests" / "fixtures" / "finding-b192"
+
+
+def gem5_run_end(policy: str) -> dict:
+    """run_end of a real gem5 run (tests/fixtures/finding-b192/README.md)."""
+    for ln in (GEM5 / policy / "results.jsonl").read_text().splitlines():
+        rec = json.loads(ln)
+        if rec["type"] == "run_end":
+            return rec
+    raise AssertionError("no run_end")
+
+
+def test_cpu_lines_are_the_nine_counters_of_show_schedstat() -> None:
+    text = (FIX / "after.txt").read_text()
+    got = ss.parse_cpus(text)
+    assert list(got) == [f"cpu{i}" for i in range(8)]
+    for ln in text.splitlines():
+        t = ln.split()
+        if t and t[0].startswith("cpu"):
+            assert [got[t[0]][k] for k in ss.CPU_FIELDS] == [int(v) for v in t[1:]]
+            assert got[t[0]]["legacy_zero"] == 0  # printed as a literal 0 by the kernel
+    # the domain parser still reads the same text
+    assert set(ss.parse(text, names())) == {"MC", "NUMA"}
+
+
+def test_cpu_deltas_of_the_qemu_capture() -> None:
+    before, after = (FIX / "before.txt").read_text(), (FIX / "after.txt").read_text()
+    d = ss.cpu_delta(before, after)
+    # cpu1 by hand from the two files: 12902085231 - 8525683357 ns on the CPU
+    assert d["cpu1"]["rq_cpu_time"] == 12902085231 - 8525683357
+    assert d["cpu1"]["run_delay"] == 1162115221 - 813337590
+    assert all(c["rq_cpu_time"] >= 0 and c["run_delay"] >= 0 for c in d.values())
+    w = ss.cpu_window((10.0, before), (12.5, after))
+    assert w["status"] == "present" and w["cpus"] == 8 and w["window_s"] == 2.5
+    assert w["delta"] == d
+
+
+def test_busy_fraction_from_schedstat_agrees_with_gem5s_busy_cycles() -> None:
+    """Two independent measures of one real gem5 run (default, lb3-block192,
+    run 848620de1df9e0fc): the guest's run-queue time over the mix's elapsed
+    time, and gem5's busy-cycle fraction from the kept frame of
+    findings/2026-11-26-finding-b192 (busy_fraction 0.296339). That runner read
+    /proc/schedstat around the whole run (warm-up included), hence the margin."""
+    end = gem5_run_end("default")
+    s = end["schedstat"]
+    cpu = {"roi": ss.cpu_window((0.0, s["before_raw"]), (end["elapsed_s"], s["after_raw"]))}
+    m = sched_regime({"cpu": cpu})
+    assert m["sched_busy_fraction"] == pytest.approx(0.296339, abs=0.01)
+    # runnable >= busy; in that sleeping mix well under one task per CPU
+    assert m["sched_busy_fraction"] < m["sched_runnable_per_cpu"] < 0.5
+    d = cpu["roi"]["delta"]
+    by_hand = sum(c["rq_cpu_time"] + c["run_delay"] for c in d.values())
+    assert m["sched_runnable_per_cpu"] == pytest.approx(by_hand / (end["elapsed_s"] * 1e9 * 8))
+    assert "sched_busy_fraction_all_running" not in m
+
+
+def test_the_all_running_window_gives_its_own_metrics() -> None:
+    before, after = (FIX / "before.txt").read_text(), (FIX / "after.txt").read_text()
+    mid = ss.cpu_window((0.0, before), (2.0, after))
+    m = sched_regime({"cpu": {"roi": mid, "all_running": mid}})
+    assert m["sched_all_running_s"] == 2.0
+    assert m["sched_busy_fraction_all_running"] == m["sched_busy_fraction"]
+    busy = sum(c["rq_cpu_time"] for c in mid["delta"].values())
+    assert m["sched_busy_fraction"] == pytest.approx(busy / (2.0e9 * 8))
+
+
+@pytest.mark.parametrize(
+    "mangle,what",
+    [
+        (lambda t: t.replace("version 15", "version 14", 1), "version 15"),
+        (lambda t: t.replace("cpu3 0 0 ", "cpu3 0 ", 1), "bad cpu line"),
+        (lambda t: t.replace("cpu3 0 0 ", "cpu3 0 x ", 1), "bad cpu line"),
+        (lambda t: t.replace("cpu3 ", "cpuX ", 1), "bad cpu line"),
+        (lambda t: "\n".join(ln for ln in t.splitlines() if not ln.startswith("cpu")), "no cpu"),
+        (lambda t: t.replace("cpu7 ", "cpu8 ", 1), "CPU set changed"),
+    ],
+)
+def test_bad_cpu_lines_are_errors_not_metrics(mangle, what) -> None:  # type: ignore[no-untyped-def]
+    before, after = (FIX / "before.txt").read_text(), (FIX / "after.txt").read_text()
+    with pytest.raises(ss.SchedstatError, match=what):
+        ss.cpu_delta(before, mangle(after))
+    w = ss.cpu_window((0.0, before), (1.0, mangle(after)))
+    assert w["status"] == "error" and what in w["error"]
+    assert sched_regime({"cpu": {"roi": w, "all_running": w}}) == {}
+
+
+def test_no_window_is_no_metric() -> None:
+    before = (FIX / "before.txt").read_text()
+    assert ss.cpu_window(None, (1.0, before)) == {"status": "absent"}
+    assert sched_regime({}) == {}  # a runner before the cpu windows
+    assert sched_regime({"cpu": {"roi": {"status": "absent"}}}) == {}
+    # an empty window (both reads at one instant) is not a 0 or an infinity
+    assert sched_regime({"cpu": {"roi": ss.cpu_window((1.0, before), (1.0, before))}}) == {}
+
+
+def test_task_schedstat_lines() -> None:
+    from mix_metrics import parse_task_schedstat
+
+    own = Path("/proc/self/schedstat")
+    if own.exists():  # this host's kernel (CONFIG_SCHED_INFO)
+        assert parse_task_schedstat(own.read_text()) is not None
+    assert parse_task_schedstat("142100 23063283 2\n") == (142100, 23063283, 2)
+    for bad in (None, "", "1 2", "1 2 3 4", "1 -2 3", "a b c"):
+        assert parse_task_schedstat(bad) is None

@@ -219,6 +219,26 @@ def test_thread_records_carry_the_kernels_balancing_counters(wlbuild: Path, prog
                 assert r[key] == -1, (key, r)
 
 
+@pytest.mark.parametrize("prog", ["leader_ft", "master_clients", "compute_small"])
+def test_thread_records_carry_each_workers_run_and_run_delay(wlbuild: Path, prog: str) -> None:
+    """Each worker reads its own /proc/thread-self/schedstat at its end: the ns
+    it ran, the ns it waited on a run queue and its timeslices, read by the
+    worker itself so nothing after its last phase is missed; -1 where the
+    kernel has no such file, never a made-up 0. A worker's CPU time lies within
+    its program's elapsed time."""
+    have = Path("/proc/thread-self/schedstat").exists()
+    args = ["--size=256K", "--threads=3", "--iters=2"]
+    d = run(wlbuild, prog, *args)
+    recs = d["thread_records"]
+    assert len(recs) == 3
+    for r in recs:
+        if not have:
+            assert (r["run_ns"], r["run_delay_ns"], r["timeslices"]) == (-1, -1, -1), r
+            continue
+        assert r["run_ns"] > 0 and r["run_delay_ns"] >= 0 and r["timeslices"] >= 1, r
+        assert r["run_ns"] < d["elapsed_s"] * 1e9 + 1e7  # ran within its program's life
+
+
 # ------------------------------------------------- blocking threads (bursts)
 
 

@@ -436,6 +436,7 @@ void wl_thread_start(struct wl_thread_rec *r)
 	r->first_touch_node = r->node_away = -1;
 	r->nr_migrations = r->failed_affine = r->failed_running = -1;
 	r->failed_hot = r->forced = -1;
+	r->run_ns = r->run_delay_ns = r->timeslices = -1;
 	wl_current_cpu_node(&r->cpu_start, &r->node_start);
 }
 
@@ -472,10 +473,30 @@ static void wl_sched_counters(struct wl_thread_rec *r)
 	fclose(f);
 }
 
+/* "run_ns run_delay_ns timeslices" of /proc/thread-self/schedstat (fs/proc/
+ * base.c, proc_pid_schedstat); all -1 unless the three numbers were read */
+static void wl_schedstat(struct wl_thread_rec *r)
+{
+	long long a, b, c;
+	FILE *f;
+
+	r->run_ns = r->run_delay_ns = r->timeslices = -1;
+	f = fopen("/proc/thread-self/schedstat", "r");
+	if (!f)
+		return;
+	if (fscanf(f, "%lld %lld %lld", &a, &b, &c) == 3 && a >= 0 && b >= 0 && c >= 0) {
+		r->run_ns = a;
+		r->run_delay_ns = b;
+		r->timeslices = c;
+	}
+	fclose(f);
+}
+
 void wl_thread_end(struct wl_thread_rec *r)
 {
 	wl_current_cpu_node(&r->cpu_end, &r->node_end);
 	wl_sched_counters(r);
+	wl_schedstat(r);
 }
 
 int wl_threads_start(struct wl_threads *th, int n, void *(*fn)(void *),
@@ -631,11 +652,13 @@ void wl_json_threads(struct wl_json *j, const struct wl_thread_rec *r, int n)
 		wl_json_raw(j, "%s{\"tid\":%d,\"cpu_start\":%d,\"node_start\":%d,"
 			    "\"cpu_end\":%d,\"node_end\":%d,\"first_touch_node\":%d,"
 			    "\"node_away\":%d,\"nr_migrations\":%ld,\"failed_affine\":%ld,"
-			    "\"failed_running\":%ld,\"failed_hot\":%ld,\"forced\":%ld}",
+			    "\"failed_running\":%ld,\"failed_hot\":%ld,\"forced\":%ld,"
+			    "\"run_ns\":%lld,\"run_delay_ns\":%lld,\"timeslices\":%lld}",
 			    i ? "," : "", (int)r[i].tid, r[i].cpu_start, r[i].node_start,
 			    r[i].cpu_end, r[i].node_end, r[i].first_touch_node,
 			    r[i].node_away, r[i].nr_migrations, r[i].failed_affine, r[i].failed_running,
-			    r[i].failed_hot, r[i].forced);
+			    r[i].failed_hot, r[i].forced, r[i].run_ns, r[i].run_delay_ns,
+			    r[i].timeslices);
 	wl_json_raw(j, "]");
 }
 

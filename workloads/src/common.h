@@ -106,6 +106,9 @@ struct wl_thread_rec {
 	 * only while kernel.sched_schedstats=1. -1 when not printed. */
 	long nr_migrations;
 	long failed_affine, failed_running, failed_hot, forced;
+	/* /proc/thread-self/schedstat at its end (CONFIG_SCHED_INFO): ns on a
+	 * CPU, ns waiting on a run queue, timeslices; -1 when absent. */
+	long long run_ns, run_delay_ns, timeslices;
 };
 
 void wl_thread_start(struct wl_thread_rec *r);	/* call first in a worker */
