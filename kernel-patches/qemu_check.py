@@ -548,10 +548,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         if s["tag"].startswith("crowd-"):
             print(f"  {s['tag']:20s} " + " ".join(f"{k}={v}" for k, v in s.items() if k != "tag"))
     for c in crowd:
-        under = f"crowd-{c}"
-        if under in run.stats_after and c in run.stats_after[under]:
-            b, a = run.stats_before[under][c], run.stats_after[under][c]
-            print(f"  {under:20s} " + " ".join(f"{k}={a[k] - b[k]}" for k in STAT_FIELDS))
+        for under in (f"crowd-pinned-{c}", f"crowd-free-{c}"):
+            if under in run.stats_after and c in run.stats_after[under]:
+                b, a = run.stats_before[under][c], run.stats_after[under][c]
+                print(f"  {under:20s} " + " ".join(f"{k}={a[k] - b[k]}" for k in STAT_FIELDS))
     if run.numabal:
         print(f"  numa balancing: {run.numabal}")
     bad = problems(run, policies, topo, crowd)
@@ -615,7 +615,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 FAULT_KERNELS = ("stock", "release", "nokmlb")
-RSS_POLICIES = ("tm", "mb", "bce", "mbplus")
+RSS_POLICIES = ("tm", "mb", "bce", "mbplus", "mbplus_ff")
 
 
 def faultbench_boot(bzimage: Path, threads: list[int], seconds: int, reps: int) -> GuestRun:

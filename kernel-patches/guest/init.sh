@@ -22,13 +22,7 @@ if [ -n "$faultbench" ]; then
 	# Which policies this kernel offers: stock has no sysctl, nokmlb
 	# refuses the RSS-based ones (and says why in the kernel log).
 	sysctl=/proc/sys/kernel/sched_numa_lb_policy
-# The balancer's window (sched/nr_migrate, debugfs) for the whole run, if given
-nr_migrate=$(arg numa_lb_test.nr_migrate)
-if [ -n "$nr_migrate" ]; then
-	echo "$nr_migrate" > /sys/kernel/debug/sched/nr_migrate
-	echo "SYSCTL nr_migrate=$(cat /sys/kernel/debug/sched/nr_migrate)"
-fi
-	for p in default tm mb bce mbplus excl_base excl; do
+	for p in default tm mb bce mbplus excl_base excl null mbplus_ff excl_ff; do
 		if [ ! -e $sysctl ]; then res=absent
 		elif err=$( { echo $p > $sysctl; } 2>&1 ); then res=ok
 		else res=$(echo "${err##*: }" | tr ' ' _)
@@ -49,6 +43,12 @@ policies=$(arg numa_lb_test.policies)
 mix=$(arg numa_lb_test.mix)
 seconds=$(arg numa_lb_test.seconds)
 sysctl=/proc/sys/kernel/sched_numa_lb_policy
+# The balancer's window (sched/nr_migrate, debugfs) for the whole run, if given
+nr_migrate=$(arg numa_lb_test.nr_migrate)
+if [ -n "$nr_migrate" ]; then
+	echo "$nr_migrate" > /sys/kernel/debug/sched/nr_migrate
+	echo "SYSCTL nr_migrate=$(cat /sys/kernel/debug/sched/nr_migrate)"
+fi
 
 echo "TOPO online=$(cat /sys/devices/system/node/online)"
 for n in /sys/devices/system/node/node[0-9]*; do
@@ -102,13 +102,15 @@ done
 nrm=/sys/kernel/debug/sched/nr_migrate
 for p in $(arg numa_lb_test.crowd); do
 	echo "$p" > $sysctl
-	sed "s/^/STATS_BEFORE crowd-$p /" /proc/sched_numa_lb_stats
+	sed "s/^/STATS_BEFORE crowd-pinned-$p /" /proc/sched_numa_lb_stats
 	/bin/numa_lb_stress crowd 48 pinned "$seconds" "crowd-pinned-$p"
+	sed "s/^/STATS_AFTER crowd-pinned-$p /" /proc/sched_numa_lb_stats
 	nr_migrate=$(cat $nrm)
 	echo 64 > $nrm
+	sed "s/^/STATS_BEFORE crowd-free-$p /" /proc/sched_numa_lb_stats
 	/bin/numa_lb_stress crowd 72 free "$seconds" "crowd-free-$p"
+	sed "s/^/STATS_AFTER crowd-free-$p /" /proc/sched_numa_lb_stats
 	echo "$nr_migrate" > $nrm
-	sed "s/^/STATS_AFTER crowd-$p /" /proc/sched_numa_lb_stats
 done
 echo default > $sysctl
 
