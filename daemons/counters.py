@@ -8,12 +8,22 @@
   resumes; the guest reads the reply with m5 readfile (gem5 v24 re-opens that
   file on every readfile call).
 - ``perf``: perf_event_open per CPU on real hardware (instructions, unhalted
-  cycles, LLC misses, node-loads / node-load-misses where the PMU has them).
+  cycles, LLC misses, node-loads / node-load-misses where the PMU has them),
+  one event group per CPU, read at once and scaled by time enabled / running
+  where the group was multiplexed; the events a CPU lacks are named
+  (``PerfCounters.missing``).
 
 Both give cumulative per-CPU counters in one schema (``SCHEMA``); ``delta``
 turns two samples into one interval per CPU, with the memory requests split
 by destination node where the source can tell (gem5: per socket, split
-between the socket's cores by their LLC misses; perf: local/remote only).
+between the socket's cores by their LLC misses; perf: local/remote only);
+``interval_ns`` is the interval's length (gem5: from the replies' ticks).
+
+Nothing is repaired silently: a sample whose counts cannot be trusted (the
+bridge's request matrix inconsistent, a negative count, a counter lower than
+in the previous sample, a perf group that never ran) raises
+``RefusedSample`` with one of ``REFUSAL_REASONS``; the daemon drops it, counts
+it by reason and keeps the previous sample as the start of the next interval.
 The native half (m5 ops, perf_event_open) is libnlbctr.so (nlbctr.c).
 
 Under QEMU there are no counters at all (TCG has no PMU and no bridge):
@@ -28,7 +38,7 @@ import errno
 import json
 import os
 import time
-from typing import Any, Dict, List, NamedTuple, Optional
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 SCHEMA = 1
 SOURCES = ("auto", "gem5", "perf")
@@ -44,12 +54,36 @@ QEMU_REFUSAL = (
     "bridge exists only under gem5; run imar, imar2, devil and plb on the gem5 backend "
     "(or on real hardware)"
 )
-# Perf event indices (nlbctr.c enum nlb_perf_event).
+# Perf event indices (nlbctr.c enum nlb_perf_event) and their names.
 EV_INSTRUCTIONS, EV_CYCLES, EV_LLC, EV_NODE_LOADS, EV_NODE_MISSES = range(5)
+PERF_EVENTS = ("instructions", "cycles", "llc_misses", "node_loads", "node_load_misses")
+# nlbctr.c enum nlb_perf_state: what a group read says of each event.
+ST_COUNTED, ST_SCALED, ST_NOT_COUNTED, ST_ABSENT = range(4)
+# gem5's tick is 1 ps (the stdlib's default resolution; configs set no other):
+# a reply's "tick" over this is simulated seconds.
+TICKS_PER_S = 10**12
+# Why a sample is refused (RefusedSample.reason); the daemon counts each.
+REFUSAL_REASONS = (
+    "mem_inconsistent",  # gem5: the request matrix's split failed its check
+    "negative_count",  # a cumulative count below 0 (perf: node-loads < node-load-misses)
+    "negative_delta",  # a count (or the tick) lower than in the previous sample
+    "not_counted",  # perf: the CPU's group never ran on the PMU (time running 0)
+)
 
 
 class CounterError(Exception):
     """No counters here, or a reply that is not a sample: one clear message."""
+
+
+class RefusedSample(CounterError):
+    """A sample that arrived but whose counts are not trusted: dropped and
+    counted by ``reason`` (one of ``REFUSAL_REASONS``), not fatal."""
+
+    def __init__(self, reason: str, detail: str, sample: Optional[Dict[str, Any]] = None):
+        super().__init__(f"sample refused ({reason}): {detail}")
+        self.reason = reason
+        self.detail = detail
+        self.sample = sample
 
 
 # ------------------------------------------------------------ native library
@@ -76,8 +110,11 @@ def load_lib(path: Optional[str] = None) -> Any:
     lib.nlb_gem5_sample.restype = ctypes.c_int64
     lib.nlb_read_reply.argtypes = [ctypes.c_char_p, ctypes.c_uint64]
     lib.nlb_read_reply.restype = ctypes.c_int64
-    lib.nlb_perf_open.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
-    lib.nlb_perf_read.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_uint64)]
+    u64p, intp = ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_int)
+    lib.nlb_perf_open.argtypes = [ctypes.c_int, intp, intp]
+    lib.nlb_perf_id.argtypes = [ctypes.c_int, u64p]
+    lib.nlb_perf_read_group.argtypes = [ctypes.c_int, u64p, u64p, intp, u64p]
+    lib.nlb_perf_decode.argtypes = [ctypes.c_char_p, ctypes.c_uint64, u64p, u64p, intp, u64p]
     lib.nlb_perf_close.argtypes = [ctypes.POINTER(ctypes.c_int)]
     return lib
 
@@ -120,58 +157,108 @@ class Gem5Bridge:
 
 
 class PerfCounters:
-    """perf_event_open per CPU (pid -1): every task that ran on the CPU."""
+    """perf_event_open per CPU (pid -1): every task that ran on the CPU. The
+    events of a CPU are one group (nlbctr.c): read together, scaled together
+    when the group was multiplexed. ``missing`` names the events this machine
+    lacks and why (the errno of their open), for the daemon's start record."""
 
     name = "perf"
 
     def __init__(self, lib: Any, cpus: List[int]) -> None:
         self.lib = lib
         self.cpus = list(cpus)
+        self.n = lib.nlb_event_count()
         self.fds = {}  # type: Dict[int, Any]
+        self.ids = {}  # type: Dict[int, Any]
+        self.missing = {}  # type: Dict[str, str]
         for cpu in self.cpus:
-            fds = (ctypes.c_int * lib.nlb_event_count())()
-            rc = lib.nlb_perf_open(cpu, fds)
+            fds = (ctypes.c_int * self.n)()
+            errs = (ctypes.c_int * self.n)()
+            rc = lib.nlb_perf_open(cpu, fds, errs)
             if rc < 0:
                 self.close()
                 raise CounterError(perf_error(-rc, cpu))
             self.fds[cpu] = fds
-
-    def _read(self, fd: int) -> Optional[int]:
-        if fd < 0:
-            return None
-        v = ctypes.c_uint64()
-        rc = self.lib.nlb_perf_read(fd, ctypes.byref(v))
-        if rc < 0:
-            raise CounterError(f"perf read failed: {os.strerror(-rc)}")
-        return v.value
+            ids = (ctypes.c_uint64 * self.n)()
+            for i in range(self.n):
+                if fds[i] >= 0:
+                    one = ctypes.c_uint64()
+                    rc = lib.nlb_perf_id(fds[i], ctypes.byref(one))
+                    if rc < 0:
+                        self.close()
+                        raise CounterError(f"perf ioctl(ID) on cpu {cpu}: {os.strerror(-rc)}")
+                    ids[i] = one.value
+                elif errs[i] and PERF_EVENTS[i] not in self.missing:
+                    self.missing[PERF_EVENTS[i]] = f"cpu {cpu}: {missing_event(errs[i])}"
+            self.ids[cpu] = ids
 
     def read(self) -> Dict[str, Any]:
-        rows = {c: [self._read(fd) for fd in self.fds[c]] for c in self.cpus}
-
-        def col(i: int) -> Optional[List[int]]:
-            vals = [rows[c][i] for c in self.cpus]
-            return None if any(v is None for v in vals) else vals  # type: ignore[return-value]
-
-        loads, misses = col(EV_NODE_LOADS), col(EV_NODE_MISSES)
-        out = {
-            "schema": SCHEMA,
-            "source": "perf",
-            "cpus": list(self.cpus),
-            "insts": col(EV_INSTRUCTIONS),
-            "busy_cycles": col(EV_CYCLES),
-            "llc_misses": col(EV_LLC),
-            "mem_local": None,
-            "mem_remote": None,
-        }  # type: Dict[str, Any]
-        if loads is not None and misses is not None:
-            out["mem_local"] = [max(a - b, 0) for a, b in zip(loads, misses)]  # noqa: B905
-            out["mem_remote"] = misses
-        return out
+        rows = {}  # type: Dict[int, List[Optional[int]]]
+        scaled, not_counted = [], []  # type: List[int], List[int]
+        for c in self.cpus:
+            vals = (ctypes.c_uint64 * self.n)()
+            state = (ctypes.c_int * self.n)()
+            times = (ctypes.c_uint64 * 2)()
+            rc = self.lib.nlb_perf_read_group(self.fds[c][EV_INSTRUCTIONS], self.ids[c], vals,
+                                              state, times)  # fmt: skip
+            if rc < 0:
+                raise CounterError(f"perf read of cpu {c}'s group failed: {os.strerror(-rc)}")
+            states = list(state)
+            if ST_NOT_COUNTED in states:
+                not_counted.append(c)
+            elif ST_SCALED in states:
+                scaled.append(c)
+            rows[c] = [vals[i] if states[i] in (ST_COUNTED, ST_SCALED) else None
+                       for i in range(self.n)]  # fmt: skip
+        return perf_sample(self.cpus, rows, scaled, not_counted)
 
     def close(self) -> None:
         for fds in self.fds.values():
             self.lib.nlb_perf_close(fds)
         self.fds = {}
+
+
+def perf_sample(cpus: List[int], rows: Dict[int, List[Optional[int]]], scaled: List[int],
+                not_counted: List[int]) -> Dict[str, Any]:  # fmt: skip
+    """A sample in SCHEMA from per-CPU event values (None: not available on
+    that CPU; an event unavailable on any CPU is None for all). Local requests
+    are node-loads minus node-load-misses, unclipped: a negative one refuses
+    the sample (``refusal``)."""
+
+    def col(i: int) -> Optional[List[int]]:
+        vals = [rows[c][i] for c in cpus]
+        return None if any(v is None for v in vals) else vals  # type: ignore[return-value]
+
+    loads, misses = col(EV_NODE_LOADS), col(EV_NODE_MISSES)
+    out = {
+        "schema": SCHEMA,
+        "source": "perf",
+        "cpus": list(cpus),
+        "insts": col(EV_INSTRUCTIONS),
+        "busy_cycles": col(EV_CYCLES),
+        "llc_misses": col(EV_LLC),
+        "mem_local": None,
+        "mem_remote": None,
+        "perf_scaled_cpus": list(scaled),
+        "perf_not_counted_cpus": list(not_counted),
+    }  # type: Dict[str, Any]
+    if loads is not None and misses is not None:
+        out["mem_local"] = [a - b for a, b in zip(loads, misses)]  # noqa: B905
+        out["mem_remote"] = misses
+    return out
+
+
+def missing_event(err: int) -> str:
+    # EOPNOTSUPP is ENOTSUP on Linux: errorcode has the latter's name only
+    name = "EOPNOTSUPP" if err == errno.EOPNOTSUPP else errno.errorcode.get(err, str(err))
+    why = {
+        errno.ENOENT: "the CPU has no such event",
+        errno.EOPNOTSUPP: "the PMU does not support it",
+        errno.ENODEV: "no PMU for it",
+        errno.EINVAL: "it does not fit in one group beside the others",
+        errno.ENOSPC: "no free counter for it in the group",
+    }.get(err, os.strerror(err))
+    return f"{name} ({why})"
 
 
 def perf_error(err: int, cpu: int) -> str:
@@ -222,8 +309,63 @@ def check_sample(d: Dict[str, Any]) -> None:
         v = d.get(k)
         if v is not None and (not isinstance(v, list) or len(v) != len(cpus)):
             raise CounterError(f"sample field {k} does not have one value per cpu")
+        if v is not None and not all(_number(x) for x in v):
+            raise CounterError(f"sample field {k} holds a value that is not a number")
+    mat = d.get("mem_requests")
+    if mat is not None and not (
+        isinstance(mat, list) and all(isinstance(r, list) and all(_number(x) for x in r)
+                                      for r in mat)
+    ):  # fmt: skip
+        raise CounterError("sample field mem_requests is not a matrix of numbers")
     if d.get("insts") is None or d.get("busy_cycles") is None:
         raise CounterError("sample without instructions or busy cycles")
+
+
+_COUNT_LISTS = ("insts", "busy_cycles", "llc_misses", "mem_local", "mem_remote")
+
+
+def refusal(d: Dict[str, Any]) -> Optional[Tuple[str, str]]:
+    """(reason, detail) when a well-formed sample's counts are not to be
+    trusted, else None. Nothing is clipped or ignored: the bridge's
+    ``mem_consistent`` false (its split of requests by link failed the check
+    of analysis/results/gem5stats.remote_requests), any negative count, or
+    a perf group that never ran refuses the whole sample."""
+    if d.get("mem_requests") is not None and d.get("mem_consistent") is not True:
+        return "mem_inconsistent", (
+            f"mem_consistent is {d.get('mem_consistent')!r}: the requests by home node "
+            "do not add up to what the directories received"
+        )
+    for k in _COUNT_LISTS:
+        for i, v in enumerate(d.get(k) or []):
+            if v < 0:
+                return "negative_count", f"{k} of cpu {d['cpus'][i]} is {v}"
+    for s, row in enumerate(d.get("mem_requests") or []):
+        for n, v in enumerate(row):
+            if v < 0:
+                return "negative_count", f"mem_requests[{s}][{n}] is {v}"
+    if d.get("perf_not_counted_cpus"):
+        return "not_counted", (
+            f"the counter group of cpu(s) {d['perf_not_counted_cpus']} never ran on the PMU "
+            "(time running 0): no value, not a zero"
+        )
+    return None
+
+
+def interval_ns(prev: Dict[str, Any], cur: Dict[str, Any]) -> Tuple[float, str]:
+    """The interval's length in ns and where it came from: ``tick`` (gem5's
+    replies carry the tick the counts were read at: the interval between the
+    two readings, TICKS_PER_S) or ``guest_clock`` (the guest's clock after
+    each sample returned; perf)."""
+    a, b = prev.get("tick"), cur.get("tick")
+    if _number(a) and _number(b):
+        if b <= a:
+            raise RefusedSample("negative_delta", f"tick {b} is not after the previous {a}", cur)
+        return (b - a) * 1e9 / TICKS_PER_S, "tick"
+    return float(cur["time_ns"] - prev["time_ns"]), "guest_clock"
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 class CpuInterval(NamedTuple):
@@ -244,6 +386,7 @@ def delta(
     (``mem_requests[s][d]``): a socket's requests are split between its cores
     in proportion to their LLC demand misses in the interval (equally when
     none missed), since gem5 counts them per inter-socket link, not per core.
+    A count lower than in PREV raises RefusedSample (negative_delta).
     """
     if prev.get("source") != cur.get("source") or prev.get("cpus") != cur.get("cpus"):
         raise CounterError("samples of different sources or CPU sets")
@@ -253,7 +396,10 @@ def delta(
         a, b = prev.get(key), cur.get(key)
         if a is None or b is None:
             return None
-        return float(b[i]) - float(a[i])
+        v = float(b[i]) - float(a[i])
+        if v < 0:
+            raise RefusedSample("negative_delta", f"{key} of cpu {cpus[i]}: {a[i]} -> {b[i]}", cur)
+        return v
 
     out = {}  # type: Dict[int, CpuInterval]
     split = _split_requests(prev, cur) if cur.get("source") == "gem5" else {}
@@ -288,10 +434,17 @@ def _split_requests(prev: Dict[str, Any], cur: Dict[str, Any]) -> Dict[int, Dict
     llc = {}  # type: Dict[int, float]
     for i, cpu in enumerate(cpus):
         if cur.get("llc_misses") is not None and prev.get("llc_misses") is not None:
-            llc[cpu] = max(float(cur["llc_misses"][i]) - float(prev["llc_misses"][i]), 0.0)
+            llc[cpu] = float(cur["llc_misses"][i]) - float(prev["llc_misses"][i])
     out = {}  # type: Dict[int, Dict[int, float]]
     for s, members in enumerate(sockets):
-        reqs = {nodes[dd]: max(float(b[s][dd]) - float(a[s][dd]), 0.0) for dd in range(len(b[s]))}
+        reqs = {}  # type: Dict[int, float]
+        for dd in range(len(b[s])):
+            v = float(b[s][dd]) - float(a[s][dd])
+            if v < 0:
+                raise RefusedSample(
+                    "negative_delta", f"mem_requests[{s}][{dd}]: {a[s][dd]} -> {b[s][dd]}", cur
+                )
+            reqs[nodes[dd]] = v
         weights = [llc.get(c, 0.0) for c in members]
         total = sum(weights)
         for c, w in zip(members, weights):  # noqa: B905
@@ -306,7 +459,8 @@ def _split_requests(prev: Dict[str, Any], cur: Dict[str, Any]) -> Dict[int, Dict
 class Counters:
     """``sample()``: the current cumulative counters of every CPU, with
     ``time_ns`` (CLOCK_MONOTONIC at the reply; simulated under gem5) and
-    ``cost_ns`` (how long the call took, in the same clock)."""
+    ``cost_ns`` (how long the call took, in the same clock). A sample whose
+    counts are not trusted (``refusal``) raises RefusedSample carrying it."""
 
     def __init__(self, source: Any) -> None:
         self.source = source
@@ -322,6 +476,9 @@ class Counters:
         s["cost_ns"] = t1 - t0
         self.samples += 1
         self.cost_ns_total += t1 - t0
+        why = refusal(s)
+        if why is not None:
+            raise RefusedSample(why[0], why[1], s)
         return s
 
     def close(self) -> None:

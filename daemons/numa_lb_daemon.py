@@ -59,6 +59,25 @@ DEFAULTS = {
     "plb": dict(plb.PLB_DEFAULTS, **COMMON_DEFAULTS),
 }  # type: Dict[str, Dict[str, Any]]
 CHOICES = {"pattern": ("auto", "counters", "pages"), "domain": plb.DOMAINS}
+
+# Periods on gem5's time scale (daemons/README.md "Periods", docs/DESIGN.md
+# "Time scale"). The defaults above are the papers' periods (seconds, real
+# hardware). A gem5 ROI lasts ~0.1 s; the NUMA-level balancing intervals are
+# compressed for it from the stock busy interval on 4 x 2 (8-16 ms x
+# busy_factor 16 = 128-256 ms, 256 ms once balanced) to one 4 ms jiffy: 1/64.
+# On gem5 every daemon period is divided by the same factor, and like the
+# balancing intervals (HZ 250) none goes below one jiffy.
+GEM5_TIME_SCALE = 64
+JIFFY_S = 0.004
+PERIOD_KEYS = ("interval_s", "interval_min_s", "interval_max_s")
+
+
+def gem5_periods(policy: str) -> Dict[str, float]:
+    """The policy's default periods on gem5's time scale."""
+    return {k: max(float(v) / GEM5_TIME_SCALE, JIFFY_S)
+            for k, v in DEFAULTS[policy].items() if k in PERIOD_KEYS}  # fmt: skip
+
+
 POSITIVE = ("interval_s", "interval_min_s", "interval_max_s", "rho", "share", "devil_mpki")
 NON_NEGATIVE = ("alpha", "beta", "gamma", "active_fraction", "tickets_worse",
                 "tickets_nodata", "tickets_better", "tickets_free")  # fmt: skip
@@ -68,8 +87,10 @@ class ParamError(ValueError):
     pass
 
 
-def check_params(policy: str, given: Optional[Dict[str, Any]]) -> Dict[str, Any]:
-    """The policy's defaults overridden by GIVEN; unknown keys, wrong types and
+def check_params(policy: str, given: Optional[Dict[str, Any]],
+                 backend: Optional[str] = None) -> Dict[str, Any]:  # fmt: skip
+    """The policy's defaults (on gem5: its periods on gem5's time scale,
+    ``gem5_periods``) overridden by GIVEN; unknown keys, wrong types and
     out-of-range values raise ParamError naming the key."""
     if policy not in DEFAULTS:
         raise ParamError(f"unknown policy {policy!r} (one of {POLICIES})")
@@ -77,6 +98,8 @@ def check_params(policy: str, given: Optional[Dict[str, Any]]) -> Dict[str, Any]
     if not isinstance(given, dict):
         raise ParamError("params must be a JSON object")
     out = dict(DEFAULTS[policy])
+    if backend == "gem5":
+        out.update(gem5_periods(policy))
     for k, v in given.items():
         if k not in out:
             raise ParamError(f"{policy}: unknown parameter {k!r} (known: {sorted(out)})")
@@ -234,8 +257,9 @@ class Daemon:
         self.counts = {
             "samples": 0, "intervals": 0, "decisions": 0, "thread_moves": 0,
             "interchanges": 0, "rollbacks": 0, "coschedules": 0, "affinity_errors": 0,
-            "threads_gone": 0,
+            "threads_gone": 0, "samples_refused": 0,
         }  # fmt: skip
+        self.refused = {}  # type: Dict[str, int]  # RefusedSample.reason -> samples
         self.actions = {}  # type: Dict[str, int]
         self.cost_ns = []  # type: List[int]
         self.host_ms = []  # type: List[float]
@@ -283,13 +307,19 @@ class Daemon:
                     and not os.path.exists(os.path.join(self.proc, str(self.parent)))
                 ):
                     break  # the mix runner is gone
-                s = self.counters.sample()
-                self.counts["samples"] += 1
-                self.cost_ns.append(s["cost_ns"])
-                if s.get("host_ms") is not None:
-                    self.host_ms.append(float(s["host_ms"]))
+                try:
+                    s = self.counters.sample()
+                except ctr.RefusedSample as e:
+                    self.took(e.sample or {})
+                    self.refuse(e)
+                    continue  # the previous sample starts the next interval
+                self.took(s)
                 if prev is not None and tasks:
-                    self.interval(prev, s, prev_tasks, tasks)
+                    try:
+                        self.interval(prev, s, prev_tasks, tasks)
+                    except ctr.RefusedSample as e:
+                        self.refuse(e)
+                        continue
                 prev, prev_tasks = s, tasks
         finally:
             signal.set_wakeup_fd(-1)
@@ -298,6 +328,23 @@ class Daemon:
 
     def _on_term(self, signum: int, frame: Any) -> None:
         self.stop = True
+
+    def took(self, s: Dict[str, Any]) -> None:
+        """Count a sample taken (refused ones too: they cost the same)."""
+        self.counts["samples"] += 1
+        if s.get("cost_ns") is not None:
+            self.cost_ns.append(s["cost_ns"])
+        if s.get("host_ms") is not None:
+            self.host_ms.append(float(s["host_ms"]))
+
+    def refuse(self, e: "ctr.RefusedSample") -> None:
+        """Drop a sample whose counts are not trusted: counted by reason and
+        logged, never clipped into the next decision."""
+        self.counts["samples_refused"] += 1
+        self.refused[e.reason] = self.refused.get(e.reason, 0) + 1
+        seq = (e.sample or {}).get("seq")
+        self.log.write({"type": "refused", "reason": e.reason, "detail": e.detail, "seq": seq,
+                        "source": self.counters.name})  # fmt: skip
 
     def busy_ns(self, prev: Dict[str, Any], cur: Dict[str, Any],
                 iv: Dict[int, ctr.CpuInterval]) -> Dict[int, float]:  # fmt: skip
@@ -309,19 +356,21 @@ class Daemon:
     def interval(self, prev: Dict[str, Any], cur: Dict[str, Any],
                  prev_tasks: Dict[int, dp.Task], tasks: Dict[int, dp.Task]) -> None:  # fmt: skip
         iv = ctr.delta(prev, cur, self.cpu_node)
-        dt_ns = float(cur["time_ns"] - prev["time_ns"])
+        dt_ns, dt_source = ctr.interval_ns(prev, cur)
         views = attribute(iv, tasks, prev_tasks, self.busy_ns(prev, cur, iv), self.cpu_node,
                           dt_ns, float(self.p["active_fraction"]))  # fmt: skip
         self.counts["intervals"] += 1
         ipc = {c: plb.truncated_ipc(v.insts, v.busy_cycles) for c, v in iv.items()}
         base = {
             "type": "interval", "k": self.counts["intervals"], "seq": cur.get("seq"),
-            "source": self.counters.name, "dt_s": round(dt_ns / 1e9, 9),
+            "source": self.counters.name, "dt_s": round(dt_ns / 1e9, 9), "dt_source": dt_source,
             "sample_cost_us": round(cur["cost_ns"] / 1e3, 3), "host_ms": cur.get("host_ms"),
             "threads": len(tasks), "active": len(views),
             "ipc": {str(c): v for c, v in sorted(ipc.items())},
             "interval_s": self.interval_s(),
         }  # fmt: skip
+        if cur.get("perf_scaled_cpus"):
+            base["perf_scaled_cpus"] = cur["perf_scaled_cpus"]  # multiplexed, scaled
         ctx = {"seq": cur.get("seq"), "source": self.counters.name}
         getattr(self, "step_" + self.policy)(iv, views, tasks, dt_ns / 1e9, base, ctx)
         self.log.write(base)
@@ -509,6 +558,7 @@ class Daemon:
         return dict(
             self.counts, type="summary", policy=self.policy, source=self.counters.name,
             actions=dict(sorted(self.actions.items())),
+            refused=dict(sorted(self.refused.items())),
             sample_cost_us=stats([c / 1e3 for c in self.cost_ns]),
             bridge_host_ms=stats(self.host_ms),
             daemon_cpu_s=round(dp.self_cpu_s(), 6),
@@ -553,7 +603,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     a = parse_args(argv)
     err = sys.stderr
     try:
-        params = check_params(a.policy, json.loads(a.params))
+        params = check_params(a.policy, json.loads(a.params), a.backend)
     except (ValueError, ParamError) as e:
         print(f"numa-lb-daemon: bad parameters: {e}", file=err)
         return EXIT_USAGE
@@ -563,7 +613,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"numa-lb-daemon: cannot write the log: {e}", file=err)
         return EXIT_USAGE
     start = {"type": "start", "policy": a.policy, "params": params, "pid": os.getpid(),
-             "backend": a.backend, "seed": a.seed}  # fmt: skip
+             "backend": a.backend, "seed": a.seed,
+             "periods": f"gem5: papers' / {GEM5_TIME_SCALE}, >= {JIFFY_S} s"
+             if a.backend == "gem5" else "papers' (s)"}  # fmt: skip
     try:
         counters = ctr.open_source(
             a.source, None if a.backend == "host" else a.backend,
@@ -577,7 +629,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         return EXIT_NO_COUNTERS
     d = Daemon(a.policy, params, counters, log, a.seed, a.sys_root, a.proc)
     log.write(dict(start, source=counters.name, nodes={str(n): c for n, c in d.node_cpus.items()},
-                   distances={str(n): r for n, r in d.dist.items()}))  # fmt: skip
+                   distances={str(n): r for n, r in d.dist.items()},
+                   missing_events=getattr(counters.source, "missing", None) or {}))  # fmt: skip
     rc = EXIT_OK
     try:
         if a.parent_from_stdin:

@@ -21,8 +21,10 @@ from typing import Dict, List, NamedTuple, Optional
 DEVIL_MPKI = 1.0  # "more than one last-level cache miss per 1000 instructions"
 COSCHEDULE_SHARE = 0.80  # "the threshold value for migration is determined to be 80%"
 
-# The paper gives no sampling period; ours: 1 s on real hardware (overridden
-# for gem5's millisecond ROIs). allow_oversubscribe: the paper notes that "a
+# The paper gives no sampling period (its PEBS address sampling is "periodically
+# enabled"); ours: 1 s on real hardware, as IMAR's T; on gem5
+# numa_lb_daemon.gem5_periods() maps it to 15.625 ms (daemons/README.md
+# "Periods"). allow_oversubscribe: the paper notes that "a
 # node cannot accommodate threads that are greater than its size"; ours: such
 # a group is not co-scheduled unless this is set.
 DEVIL_DEFAULTS = {

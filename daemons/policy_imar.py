@@ -46,9 +46,15 @@ T_FREE = 4
 
 # IMAR[T; alpha, beta, gamma] = IMAR[1; 1, 1, 1] and IMAR2[T_min, T_max;
 # alpha, beta, gamma; rho] = IMAR2[1, 4; 1, 1, 1; 0.97] are the configurations
-# of the paper's evaluation (Sections 4.3, 4.4); periods in seconds (ours:
-# the notation gives no unit; seconds fit its 30 ms sampling and minute-long
-# runs). The gem5 runs override the periods (simulated ROIs last milliseconds).
+# of the paper's evaluation (Sections 4.3, 4.4). The unit of T is ambiguous:
+# the text says "every T milliseconds", but T = 1 ms cannot be what ran: its
+# per-thread traces average 50 measurements per 1.5 s (one per 30 ms, so a
+# 1 ms interval would have no new measurement), and Figs. 3-6 show one
+# thread's migrations and rollbacks tens of seconds apart in 200-1300 s runs.
+# Ours: seconds (daemons/README.md "Periods"). These are the real-hardware
+# defaults; on gem5 numa_lb_daemon.gem5_periods() maps them to the ROI's time
+# scale (1/64, as the NUMA-level balancing intervals: T 15.625 ms, T_min
+# 15.625 ms, T_max 62.5 ms).
 IMAR_DEFAULTS = {
     "interval_s": 1.0,
     "alpha": 1.0,

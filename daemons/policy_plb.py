@@ -23,7 +23,9 @@ import math
 from typing import Dict, List, NamedTuple, Optional
 
 # The paper samples "at constant time intervals" without a figure; ours:
-# 0.1 s on real hardware (overridden for gem5's millisecond ROIs).
+# 0.1 s on real hardware; on gem5 numa_lb_daemon.gem5_periods() maps it to
+# 4 ms (0.1 s / 64 is below one 250 Hz jiffy, the floor the scaled balancing
+# intervals stop at too; daemons/README.md "Periods").
 PLB_DEFAULTS = {"interval_s": 0.1, "domain": "node"}
 DOMAINS = ("node", "machine")
 

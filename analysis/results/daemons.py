@@ -5,14 +5,17 @@ metric rows, and the report's section that sets the user-level policies
 
 A daemon log is JSON lines: ``start``, ``parent``, one ``interval`` per
 sample after the first, ``decision`` records (action: interchange, rollback,
-hold, coschedule, migrate, keep, skip, none ...), ``error`` and a closing
+hold, coschedule, migrate, keep, skip, none ...), ``refused`` (a sample whose
+counts were not trusted, dropped: reason mem_inconsistent, negative_count,
+negative_delta or not_counted, daemons/counters.py), ``error`` and a closing
 ``summary`` with the counts. A log without a summary (a daemon killed before
 it wrote one) is counted from its records and flagged; a line that is not
 JSON ends the parse with an error, what came before it is kept.
 
 Metric rows (entity ``mix``), defined in metrics.py: daemon_samples,
 daemon_decisions, daemon_thread_moves, daemon_interchanges,
-daemon_rollbacks, daemon_coschedules, daemon_sample_cost_us (guest clock,
+daemon_rollbacks, daemon_coschedules, daemon_samples_refused (by reason in
+the report's per-run lines), daemon_sample_cost_us (guest clock,
 mean per sample: simulated under gem5), daemon_cpu_s, bridge_host_ms (host
 time per sample in the bridge's handler) and bridge_samples_in_roi.
 """
@@ -27,7 +30,8 @@ from typing import Any
 import pandas as pd
 
 DAEMON_POLICIES = ("imar", "imar2", "devil", "plb")
-COUNTS = ("samples", "decisions", "thread_moves", "interchanges", "rollbacks", "coschedules")
+COUNTS = ("samples", "decisions", "thread_moves", "interchanges", "rollbacks", "coschedules",
+          "samples_refused")  # fmt: skip
 BRIDGE_RECORD = "counter_bridge.json"
 
 
@@ -37,14 +41,19 @@ class DaemonLog:
     start: dict[str, Any] | None = None
     intervals: list[dict[str, Any]] = field(default_factory=list)
     decisions: list[dict[str, Any]] = field(default_factory=list)
+    refused: list[dict[str, Any]] = field(default_factory=list)
     errors: list[dict[str, Any]] = field(default_factory=list)
     summary: dict[str, Any] | None = None
     problems: list[str] = field(default_factory=list)
 
     def counts(self) -> dict[str, Any]:
         """The summary's counts, or counted from the records without one."""
+        by_reason: dict[str, int] = {}
+        for r in self.refused:
+            by_reason[str(r.get("reason"))] = by_reason.get(str(r.get("reason")), 0) + 1
         if self.summary is not None:
             return {k: self.summary.get(k) for k in COUNTS} | {
+                "refused": self.summary.get("refused") or {},
                 "actions": self.summary.get("actions") or {},
                 "daemon_cpu_s": self.summary.get("daemon_cpu_s"),
                 "sample_cost_us": (self.summary.get("sample_cost_us") or {}).get("mean"),
@@ -55,12 +64,14 @@ class DaemonLog:
             actions[str(d.get("action"))] = actions.get(str(d.get("action")), 0) + 1
         costs = [float(i["sample_cost_us"]) for i in self.intervals if "sample_cost_us" in i]
         return {
-            "samples": len(self.intervals) + (1 if self.intervals else 0),
+            "samples": len(self.intervals) + (1 if self.intervals else 0) + len(self.refused),
             "decisions": len(self.decisions),
             "thread_moves": None,
             "interchanges": actions.get("interchange", 0),
             "rollbacks": actions.get("rollback", 0),
             "coschedules": actions.get("coschedule", 0),
+            "samples_refused": len(self.refused),
+            "refused": by_reason,
             "actions": actions,
             "daemon_cpu_s": None,
             "sample_cost_us": sum(costs) / len(costs) if costs else None,
@@ -89,6 +100,8 @@ def parse_daemon_text(text: str, where: str = "daemon log") -> DaemonLog:
             log.intervals.append(rec)
         elif t == "decision":
             log.decisions.append(rec)
+        elif t == "refused":
+            log.refused.append(rec)
         elif t == "error":
             log.errors.append(rec)
             log.policy = log.policy or rec.get("policy")
@@ -152,6 +165,7 @@ TABLE_METRICS = [
     ("daemon_decisions", "daemon decisions"),
     ("daemon_thread_moves", "daemon thread moves"),
     ("daemon_rollbacks", "rollbacks"),
+    ("daemon_samples_refused", "samples refused"),
     ("task_migrations", "kernel task migrations"),
     ("cross_node_migrations", "cross-node"),
     ("elapsed_s", "elapsed (s)"),
@@ -187,9 +201,17 @@ def decision_summary(log: DaemonLog) -> str:
     """One line per run: what the daemon decided, from which counters."""
     c = log.counts()
     acts = ", ".join(f"{k} {v}" for k, v in sorted(c["actions"].items())) or "none"
+    why = ", ".join(f"{k} {v}" for k, v in sorted(c["refused"].items()))
+    refused = (
+        ""
+        if c["samples_refused"] is None
+        # None: a log from before refusals
+        else (f"; {c['samples_refused']} refused" + (f" ({why})" if why else ""))
+    )
     return (
-        f"{log.policy}: {c['samples']} samples ({c['source']}), {c['decisions']} decisions "
-        f"({acts}), {c['thread_moves']} thread moves, {c['rollbacks']} rollbacks"
+        f"{log.policy}: {c['samples']} samples ({c['source']}{refused}), "
+        f"{c['decisions']} decisions ({acts}), {c['thread_moves']} thread moves, "
+        f"{c['rollbacks']} rollbacks"
     )
 
 
@@ -209,7 +231,10 @@ def daemon_section(mx: pd.DataFrame, runs: pd.DataFrame | None = None) -> Any:
         "with sched_setaffinity from per-core counters (gem5: the counter bridge). "
         "Daemon decisions and thread moves come from the daemon's log; kernel task "
         "migrations count every move of the programs' threads, the daemon's included. "
-        "Means over runs, mix level."
+        "Samples refused: counter samples the daemon dropped instead of deciding from "
+        "them (the bridge's requests by node inconsistent, a negative count, a count "
+        "lower than the sample before, a perf group that never ran); by reason in the "
+        "per-run lines. Means over runs, mix level."
     )
     head, rows = policy_table(mx)
     s.items.append(Table(head, rows, "Decisions, migrations and outcome per policy"))

@@ -148,8 +148,11 @@ daemon_decisions,    mix level, from guest/daemon-<policy>.jsonl: counter sample
 daemon_thread_moves  daemon took, decisions it logged, threads it pinned
                      (sched_setaffinity calls that took effect); daemon_interchanges
                      (IMAR/IMAR2), daemon_rollbacks (IMAR2), daemon_coschedules
-                     (devil); daemon_sample_cost_us: guest-clock time of one
-                     sample() (simulated under gem5: the m5 op, readfile, parsing);
+                     (devil); daemon_samples_refused: samples dropped because
+                     their counts were not trusted (daemons/counters.py
+                     REFUSAL_REASONS; by reason in the report);
+                     daemon_sample_cost_us: guest-clock time of one sample()
+                     (simulated under gem5: the m5 op, readfile, parsing);
                      daemon_cpu_s: the daemon's user + system time.
 bridge_host_ms       gem5: host time of the counter bridge's handler per sample
                      (reading live statistics, writing the reply), mean over the
@@ -301,6 +304,7 @@ _M = [
     Metric("daemon_interchanges", "", "IMAR interchanges", ""),
     Metric("daemon_rollbacks", "", "IMAR2 rollbacks", ""),
     Metric("daemon_coschedules", "", "devil co-schedules", ""),
+    Metric("daemon_samples_refused", "", "daemon samples refused (counts not trusted)", "lower"),
     Metric("daemon_sample_cost_us", "us", "guest time per counter sample", "lower"),
     Metric("daemon_cpu_s", "s", "daemon CPU time", "lower"),
     Metric("bridge_host_ms", "ms", "host time per bridged sample", "lower", True),

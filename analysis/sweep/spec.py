@@ -487,6 +487,7 @@ def validate(doc: dict[str, Any], default_name: str = "sweep") -> Spec:
     exclude = _validate_exclude(doc.get("exclude", []), axes)
     if point_count(axes, exclude) == 0:
         raise SpecError("exclude", "the rules exclude every point of the sweep")
+    _validate_daemon_topologies(axes, machine, job, exclude)
 
     return Spec(
         name=name,
@@ -603,7 +604,8 @@ def _validate_job(j: dict[str, Any]) -> dict[str, Any]:
         for pol, params in j["daemon_params"].items():
             _choice("job.daemon_params", pol, DAEMON_POLICIES)
             try:
-                numa_lb_daemon.check_params(pol, params)
+                # the daemons run on gem5 only (qemu is refused): its periods' defaults
+                numa_lb_daemon.check_params(pol, params, "gem5")
             except numa_lb_daemon.ParamError as e:
                 raise SpecError(f"job.daemon_params.{pol}", str(e)) from None
     if j["sched_domain"] is not None:
@@ -949,6 +951,64 @@ def _validate_topologies(axes: dict[str, list[Any]], machine: dict[str, Any]) ->
                     raise SpecError(
                         f"axes (sockets={s}, cores_per_socket={c}, {lat_key}={lat})", str(e)
                     ) from None
+
+
+def daemon_needs_requests_by_node(policy: str, job: dict[str, Any]) -> str | None:
+    """Which formula of a daemon policy needs each socket's demand requests by
+    home node (the counter bridge's ``mem_requests``), or None."""
+    if policy in ("imar", "imar2"):
+        return f"{policy}'s latency term (the SLIT-weighted distance of its requests)"
+    params = (job.get("daemon_params") or {}).get(policy) or {}
+    if policy == "devil" and params.get("pattern") == "counters":
+        return "devil's reference shares with pattern = 'counters'"
+    return None
+
+
+def _restricted_count(
+    axes: dict[str, list[Any]], exclude: list[dict[str, list[Any]]], fixed: dict[str, Any]
+) -> int:
+    """Points of the sweep whose axes take the FIXED values."""
+    ax = dict(axes, **{k: [v] for k, v in fixed.items()})
+    rules = []
+    for r in exclude:
+        if any(k in r and not any(_same(v, x) for x in r[k]) for k, v in fixed.items()):
+            continue  # the rule excludes none of these points
+        rules.append(dict(r, **{k: [v] for k, v in fixed.items() if k in r}))
+    return point_count(ax, rules)
+
+
+def _validate_daemon_topologies(
+    axes: dict[str, list[Any]],
+    machine: dict[str, Any],
+    job: dict[str, Any],
+    exclude: list[dict[str, list[Any]]],
+) -> None:
+    """A daemon formula that needs requests by home node, on sockets that are
+    not all directly linked, is refused: the counter bridge cannot split a
+    link's traffic into transit and originated requests there
+    (analysis/results/gem5stats.remote_requests), so its replies carry no
+    request matrix and the formula would get nothing (IMAR's latency 1.0 for
+    every thread), silently."""
+    from numa_lb.numa_factor import InterSocket, hop_counts
+
+    kind = InterSocket(machine["inter_socket"])
+    for pol in axes["policy"]:
+        what = daemon_needs_requests_by_node(pol, job)
+        if what is None:
+            continue
+        for n in axes["sockets"]:
+            hops = hop_counts(n, kind)
+            far = max((max(r) for r in hops), default=0)
+            if far <= 1 or not _restricted_count(axes, exclude, {"policy": pol, "sockets": n}):
+                continue
+            raise SpecError(
+                f"axes (policy={pol}, sockets={n})",
+                f"{what} needs each socket's requests by home node; with machine.inter_socket "
+                f"{kind.value!r} and {n} sockets some are {far} hops apart, and the counter "
+                "bridge splits requests by node only when every pair of sockets is directly "
+                "linked (a link's throttle cannot tell transit from originated requests). "
+                "Use inter_socket 'full', or exclude these points",
+            )
 
 
 def topology_for(

@@ -57,7 +57,43 @@ def test_a_cut_log_keeps_what_came_before(tmp_path: Path) -> None:
     assert d.problems == ["daemon-plb.jsonl line 5: not JSON; 4 line(s) before it kept"]
     c = d.counts()
     assert (c["samples"], c["decisions"], c["sample_cost_us"]) == (3, 1, 50.0)
-    assert rd.decision_summary(d).startswith("plb: 3 samples (gem5), 1 decisions (migrate 1)")
+    assert rd.decision_summary(d).startswith(
+        "plb: 3 samples (gem5; 0 refused), 1 decisions (migrate 1)"
+    )
+
+
+def test_refused_samples_are_counted_by_reason(tmp_path: Path) -> None:
+    """The daemon's 'refused' records and its summary's counts reach the rows
+    and the per-run line (daemons/numa_lb_daemon.py Daemon.refuse)."""
+    lines = [
+        {"type": "start", "policy": "imar", "source": "gem5"},
+        {"type": "refused", "reason": "mem_inconsistent", "seq": 2},
+        {"type": "interval", "k": 1, "sample_cost_us": 40.0},
+        {"type": "refused", "reason": "negative_delta", "seq": 4},
+        {"type": "refused", "reason": "mem_inconsistent", "seq": 5},
+    ]
+    text = "\n".join(json.dumps(x) for x in lines) + "\n"
+    d = rd.parse_daemon_text(text, "daemon-imar.jsonl")  # no summary: counted from records
+    c = d.counts()
+    assert (c["samples"], c["samples_refused"]) == (5, 3)
+    assert c["refused"] == {"mem_inconsistent": 2, "negative_delta": 1}
+    assert "(gem5; 3 refused (mem_inconsistent 2, negative_delta 1))" in rd.decision_summary(d)
+    summary = {"type": "summary", "policy": "imar", "source": "gem5", "samples": 5,
+               "decisions": 0, "thread_moves": 0, "interchanges": 0, "rollbacks": 0,
+               "coschedules": 0, "samples_refused": 3, "actions": {},
+               "refused": {"mem_inconsistent": 2, "negative_delta": 1}}  # fmt: skip
+    log = tmp_path / "guest" / "daemon-imar.jsonl"
+    log.parent.mkdir()
+    log.write_text(text + json.dumps(summary) + "\n")
+    errors: list[tuple[str, str]] = []
+    rows = rd.daemon_rows(tmp_path, "m", errors)
+    assert errors == [] and ("mix", "m", "daemon_samples_refused", 3.0) in rows
+    d = rd.parse_daemon_text(log.read_text(), log.name)
+    assert "3 refused (mem_inconsistent 2, negative_delta 1)" in rd.decision_summary(d)
+    head, _ = rd.policy_table(pd.DataFrame([
+        {"run_id": "r", "policy": "imar", "entity_type": "mix", "metric": m, "value": v}
+        for _, _, m, v in rows]))  # fmt: skip
+    assert "samples refused" in head
 
 
 def test_policy_table_sets_daemons_beside_kernel_policies() -> None:

@@ -93,6 +93,21 @@ def test_daemon_rejects_bad_params_before_anything(lib: Path, tmp_path: Path) ->
     assert rc == nd.EXIT_USAGE and "bad parameters" in out
 
 
+def test_gem5_periods_are_the_papers_on_the_roi_time_scale() -> None:
+    """daemons/README.md "Periods": papers' / 64 (as the NUMA-level balancing
+    intervals), never below one 4 ms jiffy; given values still win."""
+    assert nd.GEM5_TIME_SCALE == 64 and nd.JIFFY_S == 0.004
+    assert nd.check_params("imar", None)["interval_s"] == 1.0  # real hardware: the paper's
+    assert nd.check_params("imar", None, "gem5")["interval_s"] == 1.0 / 64
+    p = nd.check_params("imar2", None, "gem5")
+    assert (p["interval_s"], p["interval_min_s"], p["interval_max_s"]) == (1 / 64, 1 / 64, 4 / 64)
+    assert nd.check_params("devil", None, "gem5")["interval_s"] == 1.0 / 64
+    assert nd.check_params("plb", None, "gem5")["interval_s"] == 0.004  # 0.1 / 64 < a jiffy
+    assert nd.check_params("plb", {"interval_s": 0.002}, "gem5")["interval_s"] == 0.002
+    with pytest.raises(nd.ParamError, match="interval_min_s must be <= interval_max_s"):
+        nd.check_params("imar2", {"interval_max_s": 0.01}, "gem5")
+
+
 # ----------------------------------------------------------------- refusals
 
 
@@ -164,6 +179,102 @@ def test_delta_splits_socket_requests_by_llc_misses() -> None:
     assert iv[1].insts == 2000 and iv[1].busy_cycles == 2000 and iv[1].llc_misses == 10
     with pytest.raises(ctr.CounterError, match="different sources"):
         ctr.delta(a, dict(b, source="perf"), {})
+
+
+def test_samples_that_cannot_be_trusted_are_refused_not_repaired() -> None:
+    req = [[60, 20], [8, 4]]
+    good = dict(sample(2, [1, 2, 3, 4], [5, 6, 7, 8], [0, 0, 0, 0], req), mem_consistent=True)
+    assert ctr.refusal(good) is None
+    assert ctr.refusal(dict(good, mem_requests=None, mem_reason="ring")) is None  # no matrix
+    for bad, reason in (
+        (dict(good, mem_consistent=False), "mem_inconsistent"),
+        ({k: v for k, v in good.items() if k != "mem_consistent"}, "mem_inconsistent"),
+        (dict(good, insts=[1, -2, 3, 4]), "negative_count"),
+        (dict(good, mem_requests=[[60, -1], [8, 4]]), "negative_count"),
+        (dict(good, perf_not_counted_cpus=[3]), "not_counted"),
+    ):
+        assert ctr.refusal(bad)[0] == reason
+    with pytest.raises(ctr.CounterError, match="not a number"):
+        ctr.check_sample(dict(good, insts=[1, None, 3, 4]))
+    # a count lower than in the previous sample: refused, not clipped to 0
+    a = sample(1, [10, 0, 0, 0], [0, 0, 0, 0], [5, 0, 0, 0], [[0, 0], [0, 0]])
+    with pytest.raises(ctr.RefusedSample, match="insts of cpu 0: 10 -> 9") as e:
+        ctr.delta(a, dict(good, insts=[9, 2, 3, 4]), {0: 0, 1: 0, 2: 1, 3: 1})
+    assert e.value.reason == "negative_delta"
+    with pytest.raises(ctr.RefusedSample, match=r"mem_requests\[1\]\[0\]: 9 -> 8"):
+        ctr.delta(dict(a, mem_requests=[[0, 0], [9, 0]]), good, {0: 0, 1: 0, 2: 1, 3: 1})
+    with pytest.raises(ctr.RefusedSample, match="llc_misses of cpu 0: 5 -> 0"):
+        ctr.delta(dict(a, insts=[0, 0, 0, 0]), good, {0: 0, 1: 0, 2: 1, 3: 1})
+
+
+def test_interval_length_comes_from_the_replies_ticks() -> None:
+    """gem5: the counts are read at the m5 op's tick; the guest clock is read
+    after the reply came back (sample_cost later), so it is not the interval."""
+    a = {"tick": 5 * 10**11, "time_ns": 1_000_000}
+    b = {"tick": 5 * 10**11 + 2 * 10**9, "time_ns": 1_000_000 + 2_400_000}
+    assert ctr.interval_ns(a, b) == (2_000_000.0, "tick")  # 2e9 ps = 2 ms, not 2.4
+    assert ctr.interval_ns({"time_ns": 10}, {"time_ns": 25}) == (15.0, "guest_clock")
+    with pytest.raises(ctr.RefusedSample, match="not after") as e:
+        ctr.interval_ns(b, a)
+    assert e.value.reason == "negative_delta"
+
+
+class ScriptedSource:
+    """Hands the daemon the samples of a list, in the bridge's schema written
+    by hand; the end of the list ends the loop (CounterError)."""
+
+    name = "gem5"
+
+    def __init__(self, samples: list[dict]) -> None:
+        self.samples = list(samples)
+
+    def read(self) -> dict:
+        if not self.samples:
+            raise ctr.CounterError("script ended")
+        return dict(self.samples.pop(0))
+
+
+def test_daemon_drops_refused_samples_and_counts_them(
+    tmp_path: Path, busy_child: subprocess.Popen
+) -> None:
+    import signal
+
+    cpus = ctr.online_cpus()
+    n = len(cpus)
+
+    def s(seq: int, tick: int, insts: int, **kw: object) -> dict:
+        return dict({"schema": 1, "source": "gem5", "seq": seq, "tick": tick, "cpus": cpus,
+                     "insts": [insts] * n, "busy_cycles": [2 * insts] * n,
+                     "llc_misses": [0] * n, "cpu_hz": 2e9}, **kw)  # fmt: skip
+
+    script = [
+        s(1, 10**12, 1000),
+        s(2, 10**12 + 10**9, 2000, mem_requests=[[1]], mem_consistent=False),
+        s(3, 10**12 + 2 * 10**9, 500),  # fewer instructions than sample 1: refused
+        s(4, 10**12 + 3 * 10**9, 4000),  # the interval 1 -> 4: 3 ms by the ticks
+    ]
+    log = nd.Log(str(tmp_path / "d.jsonl"))
+    params = nd.check_params("plb", {"interval_s": 0.001}, "gem5")
+    d = nd.Daemon("plb", params, ctr.Counters(ScriptedSource(script)), log)
+    d.parent = os.getpid()
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        with pytest.raises(ctr.CounterError, match="script ended"):
+            d.run()
+    finally:
+        for sig, h in handlers.items():
+            signal.signal(sig, h)
+    log.write(d.summary())
+    log.close()
+    recs = [json.loads(x) for x in (tmp_path / "d.jsonl").read_text().splitlines()]
+    refused = [r for r in recs if r["type"] == "refused"]
+    assert [(r["seq"], r["reason"]) for r in refused] == [
+        (2, "mem_inconsistent"), (3, "negative_delta")]  # fmt: skip
+    (iv,) = [r for r in recs if r["type"] == "interval"]
+    assert iv["seq"] == 4 and iv["dt_source"] == "tick" and iv["dt_s"] == 0.003
+    summ = recs[-1]
+    assert summ["samples"] == 4 and summ["samples_refused"] == 2
+    assert summ["refused"] == {"mem_inconsistent": 1, "negative_delta": 1}
 
 
 def test_attribute_charges_only_what_managed_threads_ran() -> None:

@@ -68,10 +68,59 @@ def test_bad_daemon_params_are_named(params: object, field: str, match: str) -> 
 
 
 def test_daemons_preset() -> None:
+    """The preset runs the daemons at their gem5 periods (daemons/README.md
+    "Periods"): no overrides, the daemon's --backend gem5 defaults apply."""
     s = load_spec(preset="daemons")
     assert s.backend == "gem5" and set(DAEMON_POLICIES) < set(s.axes["policy"])
     jobs = {p.policy: guest_job(p, "r") for p in points(s, "gem5")}
-    assert all(jobs[p]["daemon_params"]["interval_s"] < 0.01 for p in DAEMON_POLICIES)
+    assert all("daemon_params" not in jobs[p] for p in DAEMON_POLICIES)
+
+
+def test_gem5_period_defaults_decide_what_params_are_valid() -> None:
+    # IMAR2's T_min on gem5 is 15.625 ms: a T_max of 10 ms alone is below it
+    with pytest.raises(SpecError, match="interval_min_s must be <= interval_max_s") as e:
+        validate(doc(["imar2"], daemon_params={"imar2": {"interval_max_s": 0.01}}))
+    assert e.value.field == "job.daemon_params.imar2"
+    validate(doc(["imar2"], daemon_params={"imar2": {"interval_max_s": 0.1}}))
+
+
+def topo_doc(policies: list[str], inter_socket: str, sockets: list[int], **job: object) -> dict:
+    d = doc(policies, **job)
+    d["axes"]["sockets"] = sockets
+    d["machine"] = {"inter_socket": inter_socket}
+    return d
+
+
+@pytest.mark.parametrize(
+    "policies,inter_socket,sockets,job,field",
+    [
+        (["default", "imar"], "ring", [4], {}, "axes (policy=imar, sockets=4)"),
+        (["imar2"], "ring", [2, 4], {}, "axes (policy=imar2, sockets=4)"),
+        (["imar"], "g34", [8], {}, "axes (policy=imar, sockets=8)"),
+        (["devil"], "ring", [4], {"daemon_params": {"devil": {"pattern": "counters"}}},
+         "axes (policy=devil, sockets=4)"),
+    ],
+)  # fmt: skip
+def test_daemon_formula_on_a_topology_it_does_not_cover_is_refused(
+    policies: list[str], inter_socket: str, sockets: list[int], job: dict, field: str
+) -> None:
+    """IMAR's latency term needs each socket's requests by home node; the
+    bridge has them only on fully connected sockets (otherwise it would be
+    1.0 for every thread, silently)."""
+    with pytest.raises(SpecError, match="needs each socket's requests by home node") as e:
+        validate(topo_doc(policies, inter_socket, sockets, **job))
+    assert e.value.field == field
+    assert "inter_socket 'full', or exclude these points" in str(e.value)
+
+
+def test_daemon_topologies_that_are_covered_pass() -> None:
+    validate(topo_doc(["imar", "imar2"], "full", [4]))
+    validate(topo_doc(["imar"], "ring", [2, 3]))  # a ring of 3 links every pair
+    validate(topo_doc(["plb", "default"], "ring", [4]))  # plb reads no requests
+    validate(topo_doc(["devil"], "ring", [4]))  # devil's auto pattern: pages, said so
+    d = topo_doc(["default", "imar"], "ring", [2, 4])
+    d["exclude"] = [{"policy": ["imar"], "sockets": [4]}]
+    assert len(points(validate(d), "gem5")) == 3
 
 
 def test_qemu_refuses_daemon_policies(tmp_path: Path) -> None:
