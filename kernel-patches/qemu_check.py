@@ -561,32 +561,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
-def cmd_bench(args: argparse.Namespace) -> int:
-    """Per-policy selection cost on one boot, as ratios to default."""
-    topo = guest_topology()
-    kdir = Path(args.kernel) if args.kernel else kernel_dir(args.variant)
-    ncpus = topo.ncpus
-    # 4 multithreaded programs + 8 single-threaded: >= 8 runnable per CPU.
-    mix = ",".join(["16:16"] * 4 + ["1:4"] * 8)
-    nrm = f"numa_lb_test.nr_migrate={args.nr_migrate}" if args.nr_migrate else ""
-    run = boot(
-        kdir / "bzImage", list(POLICIES), mix, args.seconds, topo, timeout=1800, extra_append=nrm
-    )
-    if args.nr_migrate and run.sysctl.get("nr_migrate") != str(args.nr_migrate):
-        print(f"qemu_check: sched/nr_migrate not set: {run.sysctl.get('nr_migrate')}")
-        return 1
-    if args.console_out:
-        Path(args.console_out).write_text(run.console)
-    bad = problems(run, list(POLICIES), topo)
-    if not run.done:
-        print("\n".join(bad))
-        return 1
+def print_bench(run: GuestRun, topo: Topology, seconds: int, nr_migrate: int, date: str) -> None:
+    """The bench table of one boot: per policy, cross-node passes, ns per pass
+    (selection and detach apart, ratio to default), tasks looked at and
+    evaluated per pass, moves, empty passes, active moves, the longest pass."""
     runnable = 4 * 16 + 8 * 1
     print(
-        f"# overhead: {run.kernel}, QEMU TCG {ncpus} vCPUs in {topo.sockets} nodes, "
-        f"{runnable} workers ({runnable / ncpus:.0f} per CPU), {args.seconds} s per policy, "
-        f"sched/nr_migrate {args.nr_migrate or 'default (32)'}, "
-        f"{time.strftime('%Y-%m-%d')}"
+        f"# overhead: {run.kernel}, QEMU TCG {topo.ncpus} vCPUs in {topo.sockets} nodes, "
+        f"{runnable} workers ({runnable / topo.ncpus:.0f} per CPU), {seconds} s per policy, "
+        f"sched/nr_migrate {nr_migrate or 'default (32)'}, {date}"
     )
     print(
         f"{'policy':10s} {'passes':>7s} {'ns/pass':>9s} {'select':>8s} {'ratio':>6s} "
@@ -609,6 +592,28 @@ def cmd_bench(args: argparse.Namespace) -> int:
             f"{det:8.0f} {looked:11.2f} {ev:9.2f} {ev / base['ev']:6.2f} {d['migrated']:6d} "
             f"{d['picked_none']:6d} {d['active_moved']:6d} {d['pass_max_ns']:9d}"
         )
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Per-policy selection cost on one boot, as ratios to default."""
+    topo = guest_topology()
+    kdir = Path(args.kernel) if args.kernel else kernel_dir(args.variant)
+    # 4 multithreaded programs + 8 single-threaded: >= 8 runnable per CPU.
+    mix = ",".join(["16:16"] * 4 + ["1:4"] * 8)
+    nrm = f"numa_lb_test.nr_migrate={args.nr_migrate}" if args.nr_migrate else ""
+    run = boot(
+        kdir / "bzImage", list(POLICIES), mix, args.seconds, topo, timeout=1800, extra_append=nrm
+    )
+    if args.nr_migrate and run.sysctl.get("nr_migrate") != str(args.nr_migrate):
+        print(f"qemu_check: sched/nr_migrate not set: {run.sysctl.get('nr_migrate')}")
+        return 1
+    if args.console_out:
+        Path(args.console_out).write_text(run.console)
+    bad = problems(run, list(POLICIES), topo)
+    if not run.done:
+        print("\n".join(bad))
+        return 1
+    print_bench(run, topo, args.seconds, args.nr_migrate, time.strftime("%Y-%m-%d"))
     if bad:
         print("\n".join(f"note: {b}" for b in bad))
     return 0
