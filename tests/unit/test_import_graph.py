@@ -55,7 +55,6 @@ _PATH_LOADERS = {"spec_from_file_location", "SourceFileLoader"}
 # commit that breaks it: the test fails on a new cycle and on one listed here
 # that no longer exists.
 KNOWN_CYCLES = [
-    ["analysis/results/daemons.py", "analysis/results/frames.py", "analysis/results/report.py"],
     ["analysis/sweep/backends.py", "analysis/sweep/staging.py"],
     ["workloads/parsec/build_parsec.py", "workloads/parsec/parsec_checks.py"],
 ]
