@@ -55,7 +55,6 @@ _PATH_LOADERS = {"spec_from_file_location", "SourceFileLoader"}
 # commit that breaks it: the test fails on a new cycle and on one listed here
 # that no longer exists.
 KNOWN_CYCLES = [
-    ["workloads/parsec/build_parsec.py", "workloads/parsec/parsec_checks.py"],
 ]
 KNOWN_CONFIGS_TO_ANALYSIS = ["configs/numa_instantiate.py", "configs/numa_lb/counter_bridge.py",
                              "configs/numa_run.py"]  # fmt: skip
