@@ -29,6 +29,8 @@ from typing import Any
 
 import pandas as pd
 
+from .document import Section, Table
+
 DAEMON_POLICIES = ("imar", "imar2", "devil", "plb")
 COUNTS = ("samples", "decisions", "thread_moves", "interchanges", "rollbacks", "coschedules",
           "samples_refused")  # fmt: skip
@@ -215,13 +217,11 @@ def decision_summary(log: DaemonLog) -> str:
     )
 
 
-def daemon_section(mx: pd.DataFrame, runs: pd.DataFrame | None = None) -> Any:
+def daemon_section(mx: pd.DataFrame, runs: pd.DataFrame | None = None) -> Section | None:
     """The report's section for the user-level policies, or None when the runs
     have none: per policy, kernel and user-level side by side, the daemon's
     decisions, the thread moves it made, the kernel's task migrations and the
     outcome; then each daemon run's decision summary."""
-    from .report import Section, Table  # noqa: PLC0415 - report imports this module
-
     if mx.empty or not set(mx["policy"].astype(str)) & set(DAEMON_POLICIES):
         return None
     s = Section("User-level policies beside the kernel policies: decisions, migrations, outcome")

@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, TextIO
 
 from analysis.cache import default_gem5
 
@@ -430,6 +430,33 @@ def ensure_checkpoint(rec: dict[str, Any], run_dir: Path, log: Any, timeout_s: f
         note=note,
         allow_build=not staging.staged_only(),
         what="boot checkpoint",
+    )
+
+
+def stage_runs(recs: list[dict[str, Any]], stream: TextIO, log_dir: Path) -> dict[str, Any]:
+    """The stage step of a Slurm submission: `stage` with the gem5 boot
+    checkpoints (qemu runs and gem5.checkpoint = false need none)."""
+
+    def uses_checkpoint(rec: dict[str, Any]) -> bool:
+        p = SweepPoint.from_dict(rec["point"])
+        return p.backend == "gem5" and bool((p.gem5 or {}).get("checkpoint", True))
+
+    base = checkpoint_base()
+
+    def make(rec: dict[str, Any]) -> Path:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        key = checkpoint_key(rec)
+        stream.write(f"stage: gem5's output: {log_dir / f'stage-checkpoint-{key}.log'}\n")
+        with open(log_dir / f"stage-checkpoint-{key}.log", "ab") as log:
+            return ensure_checkpoint(rec, log_dir, log, float(rec["resources"]["time_limit_s"]))
+
+    return staging.stage(
+        recs,
+        stream,
+        checkpoint_key,
+        lambda key: (base / key / staging.DONE).exists(),
+        make,
+        needs_checkpoint=uses_checkpoint,
     )
 
 

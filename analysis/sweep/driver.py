@@ -47,6 +47,7 @@ from .rundir import (
     write_json_atomic,
 )
 from .spec import Spec
+from .staging import NotStaged
 
 EXIT_OK, EXIT_FAILED_RUNS, EXIT_USAGE, EXIT_PREREQ, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 LARGE_SWEEP = 10_000  # runs; more need --allow-large
@@ -481,10 +482,8 @@ def _run_slurm(spec: Spec, out: Path, opt: Options, plan: Plan, art: bk.Artifact
         opt.stream.write(f"slurm: {len(rds) - len(submit)} run(s) already queued\n")
     jobs = ex.prepare(submit, art.provenance.tool_version) if submit else []  # + cost preview
     if submit:
-        from .staging import NotStaged, stage_runs
-
         try:  # kernel, image, gem5, boot checkpoints: here, once, before the array
-            stage_runs([rd.spec() for rd, _ in submit], opt.stream, out / "slurm")
+            bk.stage_runs([rd.spec() for rd, _ in submit], opt.stream, out / "slurm")
         except (NotStaged, RuntimeError, OSError) as e:
             opt.stream.write(f"error: staging failed, nothing submitted: {e}\n")
             return EXIT_PREREQ

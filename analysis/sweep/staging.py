@@ -234,32 +234,3 @@ def stage(
         w(f"stage: boot checkpoints: {len(present)} present, {len(made)} made\n")
     return {"runs": n, "inputs": sorted(seen_inputs), "checkpoints_made": made,
             "checkpoints_present": present}  # fmt: skip
-
-
-def stage_runs(recs: list[dict[str, Any]], stream: TextIO, log_dir: Path) -> dict[str, Any]:
-    """The stage step of a Slurm submission: `stage` with the gem5 boot
-    checkpoints of backends.py (qemu runs and gem5.checkpoint = false need none)."""
-    from . import backends as bk
-    from .point import SweepPoint
-
-    def uses_checkpoint(rec: dict[str, Any]) -> bool:
-        p = SweepPoint.from_dict(rec["point"])
-        return p.backend == "gem5" and bool((p.gem5 or {}).get("checkpoint", True))
-
-    base = bk.checkpoint_base()
-
-    def make(rec: dict[str, Any]) -> Path:
-        log_dir.mkdir(parents=True, exist_ok=True)
-        key = bk.checkpoint_key(rec)
-        stream.write(f"stage: gem5's output: {log_dir / f'stage-checkpoint-{key}.log'}\n")
-        with open(log_dir / f"stage-checkpoint-{key}.log", "ab") as log:
-            return bk.ensure_checkpoint(rec, log_dir, log, float(rec["resources"]["time_limit_s"]))
-
-    return stage(
-        recs,
-        stream,
-        bk.checkpoint_key,
-        lambda key: (base / key / DONE).exists(),
-        make,
-        needs_checkpoint=uses_checkpoint,
-    )

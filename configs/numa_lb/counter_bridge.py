@@ -29,9 +29,9 @@ reset them: the values before each reset are kept as offsets):
 - ``llc_misses``: demand misses of the core's L2 (the LLC under MOESI_hammer);
 - ``mem_requests[s][d]``: demand requests (GETS/GETX) of socket s's caches
   homed at node d, from the request network's throttle counts
-  (``analysis/results/gem5stats.remote_requests``, the same derivation the
-  reports use); gem5 counts them per link, not per core, so the guest splits a
-  socket's requests between its cores by their LLC misses.
+  (``ruby_requests.remote_requests``, the same derivation the reports use);
+  gem5 counts them per link, not per core, so the guest splits a socket's
+  requests between its cores by their LLC misses.
 
 Reading statistics does not reset or dump them: the ROI's stats dump is the
 same with or without samples. The bridge's host time per sample is measured
@@ -46,11 +46,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+from .ruby_requests import remote_requests
 
 SAMPLE_WORK_ID = 3  # 1: the mix runner's ROI, 2: PARSEC's hooks
 RECORD_NAME = "counter_bridge.json"
@@ -208,11 +209,6 @@ class CounterBridge:
         cfg = self.config()
         if cfg is None:
             return {"matrix": None, "reason": "no config.json yet"}
-        repo = str(Path(__file__).resolve().parents[2])
-        if repo not in sys.path:
-            sys.path.insert(0, repo)
-        from analysis.results.gem5stats import remote_requests  # noqa: PLC0415
-
         rr = remote_requests(self._values(), cfg)
         if rr is None or not rr.get("available"):
             return {"matrix": None, "reason": (rr or {}).get("reason", "no network stats")}

@@ -28,7 +28,8 @@ from analysis.results.frames import (
     read_frames,
 )
 from analysis.results.metrics import METRICS, sched_scale_label, summarize, t975
-from analysis.results.report import cfg_label, write_report, write_report_from_frames
+from analysis.results.reference import cfg_label
+from analysis.results.report import write_report, write_report_from_frames
 from analysis.results.warmup import warmup_effect
 from analysis.sweep.spec import DEFAULT_WARMUP_S
 
@@ -244,7 +245,7 @@ def test_speedup_pairs_by_numa_balancing_and_autonuma_against_balancing_off() ->
 
 
 def test_identical_repeats_get_no_confidence_interval() -> None:
-    from analysis.results.report import IDENTICAL, pm  # noqa: PLC0415
+    from analysis.results.document import IDENTICAL, pm  # noqa: PLC0415
 
     assert pm(5.0, 0.0, True) == "+5.0 %" + IDENTICAL
     assert pm(5.0, 1.25, True) == "+5.0 % ± 1.2"
@@ -254,7 +255,7 @@ def test_identical_repeats_get_no_confidence_interval() -> None:
 def test_the_paper_comparison_says_which_conditions_fail() -> None:
     import pandas as pd  # noqa: PLC0415
 
-    from analysis.results.report import PAPER_CONDITIONS, comparability  # noqa: PLC0415
+    from analysis.results.sections import PAPER_CONDITIONS, comparability  # noqa: PLC0415
 
     fr = build_frames([SWEEP])  # a real qemu sweep: synthetic programs, 1 repeat
     m = fr.metrics
@@ -332,7 +333,7 @@ def test_the_baseline_is_named_from_speedup_rows_too() -> None:
     """Fig. 14c is titled from the program-level speedup rows. Found
     2026-11-25: with no improvement rows among them the title said "speedup
     over default" while the numbers were over stock."""
-    from analysis.results.report import baseline_name
+    from analysis.results.reference import baseline_name
 
     sp = pd.DataFrame({"metric": ["speedup"] * 2, "baseline": ["stock", "stock"]})
     assert baseline_name(sp) == "stock"

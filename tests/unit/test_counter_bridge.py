@@ -36,6 +36,15 @@ class Events(Enum):
     FAIL = "fail"
 
 
+def test_the_bridge_and_the_reports_split_requests_with_one_function() -> None:
+    """The daemons' requests by node and the reports' remote ratio are one
+    derivation (numa_lb/ruby_requests.py); the analysis re-exports it."""
+    from analysis.results import gem5stats  # noqa: PLC0415 - host side only
+
+    assert cb.remote_requests is gem5stats.remote_requests
+    assert cb.remote_requests.__module__ == "numa_lb.ruby_requests"
+
+
 def test_the_statistics_it_reads_on_a_real_runs_names() -> None:
     names = set()
     with lzma.open(FIXTURE, "rt") as f:

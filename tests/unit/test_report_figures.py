@@ -166,7 +166,7 @@ def test_gem5_finding_keeps_its_finding_section(b192_report: Path) -> None:
 
 
 def test_finding_section_needs_repeats_or_a_control() -> None:
-    from analysis.results.report import finding_unfilled  # noqa: PLC0415
+    from analysis.results.sections import finding_unfilled  # noqa: PLC0415
 
     mx = _mix(read_frames(B192).metrics)
     assert finding_unfilled(mx) is None
@@ -218,7 +218,7 @@ def test_per_run_means_fit_and_promise_only_what_runs_have(b192_report: Path) ->
 
 
 def test_qemu_per_run_means_do_not_promise_gem5_metrics() -> None:
-    from analysis.results.report import per_run_means  # noqa: PLC0415
+    from analysis.results.sections import per_run_means  # noqa: PLC0415
 
     mx = _mix(build_frames([QUICK]).metrics)
     tables = per_run_means(mx)

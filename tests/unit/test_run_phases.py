@@ -43,8 +43,8 @@ from numa_lb.roi import ROI_WORK_ID, WARM_WORK_ID, RoiProtocol  # noqa: E402
 from analysis.results import projection, run_cost  # noqa: E402
 from analysis.results.frames import RUN_COLS, build_frames, read_frames  # noqa: E402
 from analysis.results.gem5stats import parse_stats_file, roi_dump, roi_dump_index  # noqa: E402
-from analysis.results.report import cost_section  # noqa: E402
 from analysis.results.run_phases import PHASE_COLS, phase_columns  # noqa: E402
+from analysis.results.sections import cost_section  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures"
 SRC = FIXTURES / "gem5-run-4x2"

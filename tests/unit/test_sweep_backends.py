@@ -3,6 +3,7 @@ gem5 command lines, boot-checkpoint keys and their lock, QEMU result mapping."""
 
 from __future__ import annotations
 
+import io
 import json
 import multiprocessing as mp
 import shlex
@@ -251,6 +252,37 @@ def test_checkpoint_key_follows_what_the_guest_saw_at_boot() -> None:
         (r.point.cores_per_socket, r.point.numa_factor): bk.checkpoint_key(rec_for(r)) for r in free
     }
     assert len(set(ks.values())) == 25  # SLIT follows f: one boot per (cores, f)
+
+
+def test_stage_runs_checks_inputs_and_reuses_staged_checkpoints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Slurm stage step (backends.stage_runs): every input present on this
+    host, one checkpoint per key, a staged one found and not booted again; runs
+    with gem5.checkpoint = false need none."""
+    monkeypatch.setenv("NUMA_LB_CACHE", str(tmp_path / "cache"))
+    paths = {}
+    for k in ("gem5", "kernel", "image"):
+        paths[k] = str(tmp_path / k)
+        Path(paths[k]).write_text(k)
+    runs = build_runs(load_spec(preset="sensitivity"), "gem5", PROV)[:4]
+    recs = [dict(rec_for(r), paths=paths) for r in runs]
+    keys = sorted({bk.checkpoint_key(r) for r in recs})
+    for k in keys:
+        (bk.checkpoint_base() / k).mkdir(parents=True)
+        (bk.checkpoint_base() / k / "DONE").write_text("")
+    buf = io.StringIO()
+    summary = bk.stage_runs(recs, buf, tmp_path / "slurm")
+    assert summary["runs"] == 4 and summary["inputs"] == sorted(paths.values())
+    assert sorted(summary["checkpoints_present"]) == keys and summary["checkpoints_made"] == []
+    assert f"stage: boot checkpoints: {len(keys)} present, 0 made" in buf.getvalue()
+    no_ck = load_spec(preset="sensitivity", overrides=["gem5.checkpoint=false"])
+    recs = [dict(rec_for(r), paths=paths) for r in build_runs(no_ck, "gem5", PROV)[:2]]
+    summary = bk.stage_runs(recs, io.StringIO(), tmp_path / "slurm")
+    assert summary["checkpoints_present"] == summary["checkpoints_made"] == []
+    recs[0]["paths"] = dict(paths, image=str(tmp_path / "gone.img"))
+    with pytest.raises(bk.staging.NotStaged, match="does not exist on this host"):
+        bk.stage_runs(recs, io.StringIO(), tmp_path / "slurm")
 
 
 def _take(rec: dict[str, Any], log_path: str, q: Any) -> None:

@@ -187,7 +187,8 @@ def test_kernel_args_agree_with_the_clock() -> None:
 def test_pure_modules_do_not_import_gem5() -> None:
     import importlib
 
-    pure = ("units", "caches", "memory_map", "numa_factor", "kernel_cmdline", "topology", "qemu")
+    pure = ("units", "caches", "memory_map", "numa_factor", "kernel_cmdline", "topology", "qemu",
+            "ruby_requests", "counter_bridge")  # fmt: skip
     for name in pure:
         importlib.import_module(f"numa_lb.{name}")
     importlib.import_module("numa_lb.acpi")

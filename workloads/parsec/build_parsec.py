@@ -46,9 +46,11 @@ WORKLOADS = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(WORKLOADS))
 import parsec_catalog as cat  # noqa: E402
+import parsec_checks  # noqa: E402
 import parsec_inputs as pin  # noqa: E402
 import parsec_recipes as prc  # noqa: E402
 import parsec_tree as pt  # noqa: E402
+from parsec_native import NativeRun, manifest, run_native  # noqa: E402, F401 - re-exported
 
 M5OPS = WORKLOADS / "m5ops"
 HOOKS_SHIM = HERE / "hooks_m5.c"
@@ -176,7 +178,8 @@ class Selection:
         return pt.official_tarball(self.inputs_dir, prog.pkg_dir, size)
 
 
-# Our modules whose content shapes a build (parsec_checks.py only reads results).
+# Our modules whose content shapes a build (parsec_native.py runs a build and
+# parsec_checks.py reads its results: neither shapes it).
 BUILD_MODULES = ("build_parsec.py", "parsec_tree.py", "parsec_recipes.py", "parsec_inputs.py")
 
 
@@ -453,7 +456,7 @@ def _build_into(
             "sha256": pt.sha256_file(exe),
             "inputs": entries,
         }
-    manifest = {
+    man = {
         "schema": SCHEMA,
         "kind": "numa-lb-parsec",
         "build_id": bid,
@@ -461,7 +464,7 @@ def _build_into(
         "work_id": cat.PARSEC_WORK_ID,
         "programs": programs,
     }
-    (install / cat.MANIFEST_NAME).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    (install / cat.MANIFEST_NAME).write_text(json.dumps(man, indent=1, sort_keys=True) + "\n")
     shutil.rmtree(work)
     return {
         "build_id": bid,
@@ -480,65 +483,6 @@ def _build_into(
 def find_built(sel: Selection) -> Path | None:
     out = build_dir(build_id(sel))
     return out if (out / "build.json").exists() else None
-
-
-def manifest(build: Path) -> dict[str, Any]:
-    return json.loads((build / "install" / cat.MANIFEST_NAME).read_text())
-
-
-# ------------------------------------------------------------------ native runs
-
-
-@dataclass
-class NativeRun:
-    package: str
-    input_set: str
-    threads: int
-    argv: list[str]
-    workdir: Path
-    exit_code: int
-    seconds: float
-    stdout: str
-    stderr: str
-
-    def file(self, name: str) -> Path:
-        return self.workdir / name
-
-
-def run_native(
-    build: Path,
-    package: str,
-    input_set: str,
-    threads: int,
-    workdir: Path,
-    extra_args: list[str] | None = None,
-    timeout: float | None = None,
-) -> NativeRun:
-    """Run PACKAGE from BUILD on this host exactly as the mix runner's numa-lb
-    launcher does in the guest (same manifest, same work directory set-up)."""
-    root = str(build / "install")
-    r = cat.installed_command(cat.lookup(package), input_set, threads, str(workdir), root)
-    if workdir.exists():
-        shutil.rmtree(workdir)
-    cat.prepare_workdir(r)
-    argv = r.argv + list(extra_args or [])
-    env = dict(os.environ, NUMA_LB_PARSEC_M5=os.environ.get("NUMA_LB_PARSEC_M5", "auto"))
-    t0 = time.monotonic()
-    proc = subprocess.run(
-        argv,
-        cwd=workdir,
-        env=env,
-        text=True,
-        capture_output=True,
-        stdin=subprocess.DEVNULL,
-        timeout=timeout,
-    )
-    secs = time.monotonic() - t0
-    (workdir / "stdout.txt").write_text(proc.stdout)
-    (workdir / "stderr.txt").write_text(proc.stderr)
-    return NativeRun(
-        package, input_set, threads, argv, workdir, proc.returncode, secs, proc.stdout, proc.stderr
-    )
 
 
 # ------------------------------------------------------------------ CLI
@@ -606,8 +550,6 @@ def main(argv: list[str] | None = None) -> int:
             )
             return r.exit_code
         else:
-            import parsec_checks  # noqa: PLC0415
-
             return parsec_checks.main_check(built, a.only, a.input, a.threads, a.workdir)
     except (BuildError, pt.TreeError, pin.InputError, ValueError, FileNotFoundError) as e:
         print(f"build_parsec: error: {e}", file=sys.stderr)

@@ -6,7 +6,7 @@
 
 For each program of our PARSEC build available at --input (or those --programs
 names), this prepares its work directory exactly as the parsec test tier and the
-mix runner's numa-lb launcher do (build_parsec.run_native: the manifest's argv,
+mix runner's numa-lb launcher do (parsec_native.run_native: the manifest's argv,
 parsec_catalog.installed_command + prepare_workdir), runs it once natively (wall
 time) and once under `valgrind --tool=callgrind`, and prints (and with --out
 writes) one CSV row per program:
@@ -65,6 +65,7 @@ for _p in (HERE, WORKLOADS):
         sys.path.insert(0, str(_p))
 import build_parsec as bp  # noqa: E402
 import parsec_catalog as cat  # noqa: E402
+import parsec_native as pn  # noqa: E402
 
 DEFAULT_TIMEOUT = 900.0  # seconds per program under valgrind
 COLLECTED = re.compile(r"^==\d+==\s+Collected\s*:\s*(\d+)\s*$", re.MULTILINE)
@@ -154,7 +155,7 @@ def measure(
 ) -> Row:
     """One program: a native run (unless NATIVE is false), then a callgrind run."""
     row = Row(package, input_set, threads)
-    man = bp.manifest(build)
+    man = pn.manifest(build)
     if input_set not in man["programs"].get(package, {}).get("inputs", {}):
         row.status = "not-available"
         row.note = f"the build {build.name} has no {input_set} input for {package}"
@@ -162,7 +163,7 @@ def measure(
     notes = []
     if native:
         try:
-            n = bp.run_native(
+            n = pn.run_native(
                 build, package, input_set, threads, workdir / "native", timeout=native_timeout
             )
             row.native_s = round(n.seconds, 3)
@@ -220,7 +221,7 @@ def select(build: Path, input_set: str, programs: list[str] | None) -> list[str]
     program available at INPUT_SET that the build has, in Table 2 order."""
     if programs:
         return [cat.lookup(p).package for p in programs]
-    have = bp.manifest(build)["programs"]
+    have = pn.manifest(build)["programs"]
     return [
         p.package
         for p in cat.available_programs(input_set)

@@ -18,6 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+import parsec_catalog as cat
+import parsec_native as pn
+
 
 class RunOut(NamedTuple):
     exit_code: int | None
@@ -269,7 +272,7 @@ class Outcome:
         return not self.problems
 
 
-def native_out(r) -> RunOut:  # r: build_parsec.NativeRun
+def native_out(r: pn.NativeRun) -> RunOut:
     files = {}
     for p in sorted(r.workdir.iterdir()):
         if p.is_file() and not p.is_symlink() and p.stat().st_size <= 16 << 20:
@@ -278,9 +281,7 @@ def native_out(r) -> RunOut:  # r: build_parsec.NativeRun
 
 
 def input_files(build: Path, package: str, input_set: str) -> dict[str, Path]:
-    import build_parsec as bp  # noqa: PLC0415
-
-    inp = bp.manifest(build)["programs"][package]["inputs"][input_set]
+    inp = pn.manifest(build)["programs"][package]["inputs"][input_set]
     base = build / "install" / (inp["dir"] or "")
     return {f: base / f for f in inp["files"]}
 
@@ -294,12 +295,10 @@ def run_and_check(
     timeout: float | None = None,
 ) -> Outcome:
     """Run PACKAGE natively (as the mix runs it), then its variants, and check."""
-    import build_parsec as bp  # noqa: PLC0415
-
-    main = bp.run_native(build, package, input_set, threads, workdir / "main", timeout=timeout)
+    main = pn.run_native(build, package, input_set, threads, workdir / "main", timeout=timeout)
     variants = {}
     for v in CHECKS[package].variants:
-        r = bp.run_native(
+        r = pn.run_native(
             build,
             package,
             input_set,
@@ -318,10 +317,7 @@ def run_and_check(
 def main_check(
     build: Path, only: list[str], input_set: str, threads: int, workdir: Path | None
 ) -> int:
-    import build_parsec as bp  # noqa: PLC0415
-    import parsec_catalog as cat  # noqa: PLC0415
-
-    man = bp.manifest(build)
+    man = pn.manifest(build)
     pkgs = [cat.lookup(p).package for p in only] if only else sorted(man["programs"])
     base = workdir or Path(f"/tmp/numa-lb-parsec-check-{input_set}")
     failed = 0
