@@ -3,8 +3,9 @@ policy pass run as first fit (null) against the stock loop (default), and of
 the patched kernel's default against the unmodified kernel (stock).
 
 Run from the repository root:
-    python3 findings/2026-11-28-kernel-parity/parity.py [FRAMES_DIR]
-(default: findings/2026-11-28-kernel-parity/frames). For each count: mean and
+    python3 findings/2026-11-28-kernel-parity/parity.py [FRAMES_DIR ...]
+(default: findings/2026-11-28-kernel-parity/frames, NUMA balancing off, and
+findings/2026-11-28-kernel-parity/nb1/frames, on). For each count: mean and
 SD per policy over the repeats, and the difference of means with its Welch
 95 % interval. Pre-stated rule: two policies agree on a count when that
 interval contains 0. Counts are per run (the mix is the same); per second of
@@ -92,5 +93,6 @@ def main(frames: Path) -> int:
 
 
 if __name__ == "__main__":
-    default = Path("findings/2026-11-28-kernel-parity/frames")
-    sys.exit(main(Path(sys.argv[1]) if len(sys.argv) > 1 else default))
+    here = Path("findings/2026-11-28-kernel-parity")
+    dirs = [Path(a) for a in sys.argv[1:]] or [here / "frames", here / "nb1" / "frames"]
+    sys.exit(max(main(d) for d in dirs))
