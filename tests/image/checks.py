@@ -14,7 +14,10 @@ from numa_lb.qemu import guest_topology
 
 # the image tier's machine: 4 nodes x 2 vCPUs, 256 MiB each, SLIT 10/16
 TOPO = guest_topology(nodes=4, cpus_per_node=2, mem_per_node_mib=256, distance=16)
-POLICIES = ("default", "tm", "mb", "bce", "mbplus", "excl_base", "excl")
+# the kernel's kernel.sched_numa_lb_policy values, one stats row each (as
+# kernel-patches/qemu_check.py POLICIES)
+POLICIES = ("default", "tm", "mb", "bce", "mbplus", "excl_base", "excl",
+            "null", "mbplus_ff", "excl_ff")  # fmt: skip
 
 
 def load_records(out: Path) -> list[dict[str, Any]]:
