@@ -85,8 +85,9 @@ def check_result_set(out: Path, job: dict[str, Any], nodes: int) -> list[dict[st
         assert vm["pgfault"] > 0
     # the selection counters of the policy in force moved, no other row did
     lb = end["sched_numa_lb_stats"]["delta"]
-    assert set(lb) == set(POLICIES)
-    for other in POLICIES:
+    # a kernel before patch 0019 (the captured fixtures) has the paper's 7 rows
+    assert set(lb) in (set(POLICIES), set(POLICIES[:7])), sorted(lb)
+    for other in lb:
         if other != job["policy"]:
             assert not any(lb[other]), (other, lb[other])
     assert len(end["numastat_delta"]) == nodes
