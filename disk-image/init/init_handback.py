@@ -10,11 +10,14 @@ Stdlib only, Python >= 3.6 (see numa-lb-init).
 import json
 import os
 import sys
+import termios
 import time
 from typing import Dict, List  # noqa: F401 (List: type comments)
 
 from init_formats import MAX_MEMBER, STATUS_FILE, console_encode, fit_results, safe_name
 from init_system import uptime
+
+PRINTK = "/proc/sys/kernel/printk"  # console log level: 1 keeps kernel lines out of the block
 
 
 class HandBack:
@@ -91,7 +94,7 @@ class HandBack:
         text = console_encode(files, self.status)
         # keep kernel messages from interleaving with the block
         try:
-            with open("/proc/sys/kernel/printk", "w") as f:
+            with open(PRINTK, "w") as f:
                 f.write("1\n")
         except OSError:
             pass
@@ -101,6 +104,20 @@ class HandBack:
                 sys.stdout.flush()
             except OSError as e:
                 self.lines.append("console hand back failed: %s" % e)
+                return
+            drain_console(sys.stdout)
+
+
+def drain_console(stream) -> None:  # type: ignore[no-untyped-def]
+    """Wait until a tty has sent what was written to it. flush() only hands the
+    bytes to the tty layer: the serial driver sends them afterwards, and an
+    m5 exit before it is done cuts the block (the gem5 boot test lost the end
+    of a 51,200-byte results block this way, 2026-11-28). Not a tty: nothing
+    to wait for."""
+    try:
+        termios.tcdrain(stream.fileno())
+    except (OSError, ValueError, termios.error):
+        pass
 
 
 def read_kmsg() -> str:

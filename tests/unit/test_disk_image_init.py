@@ -357,3 +357,41 @@ def test_the_page_cache_warm_up_reads_our_files_and_starts_the_runner(prefix: Pa
     bad = Probe(prefix, "/nonexistent/python3")
     bad.warm_page_cache()
     assert "mixrunner --help: [Errno 2]" in bad.lines[-1]
+
+
+def test_console_hand_back_waits_for_the_tty_to_send_the_block(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """An m5 exit right after flush() cut a 51,200-byte block on gem5 (the
+    serial driver was still sending it): the hand back drains the tty first."""
+    import threading  # noqa: PLC0415
+
+    import init_handback  # noqa: PLC0415 (disk-image/init is on sys.path via qemu_boot)
+
+    master, slave = os.openpty()
+    out = os.fdopen(slave, "w")
+    drained: list[tuple[int, bool]] = []
+    got = bytearray()
+
+    def tcdrain(fd: int) -> None:  # what the pty master had received when drained
+        while init.CONSOLE_END.encode() not in got:
+            got.extend(os.read(master, 65536))
+        drained.append((fd, True))
+
+    monkeypatch.setattr(init_handback.termios, "tcdrain", tcdrain)
+    monkeypatch.setattr(init_handback.sys, "stdout", out)
+    monkeypatch.setattr(init_handback, "PRINTK", str(tmp_path / "printk"))
+    hb = init_handback.HandBack()
+    hb.status, hb.lines, hb.lock = {"status": "ok"}, [], threading.Lock()
+    hb.console_handback({"results.jsonl": b"x" * 4000})
+    assert drained == [(slave, True)]
+    assert (tmp_path / "printk").read_text() == "1\n"
+    assert init.console_decode(got.decode()) is not None
+    # not a tty (a pipe, a file): nothing to wait for, no error
+    r, w = os.pipe()
+    with os.fdopen(w, "w") as pipe:
+        monkeypatch.undo()
+        init_handback.drain_console(pipe)
+    os.close(r)
+    out.close()
+    os.close(master)
