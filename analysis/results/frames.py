@@ -72,6 +72,7 @@ RUN_COLS = [
     "gem5_host_s",  # host seconds of the restored gem5 process (logs/host_times.json)
     "gem5_cpu_s",  # its CPU seconds (user + system; recorded since 2026-11-25)
     "checkpoint_key",  # the boot checkpoint it restored
+    "boot_variant",  # which of the machine's boot checkpoints (repeat % n; gem5 only)
     "checkpoint_host_s",  # host seconds of that checkpoint's boot (shared)
     "checkpoint_cpu_s",  # CPU seconds of that boot (recorded since 2026-11-25)
     # the run id = point + provenance; these let a run be recognised on a machine
@@ -306,6 +307,7 @@ def load_run(
         image_id=_scalar(prov.get("image_id")),
         tool_version=_scalar(prov.get("tool_version")),
         **identity_columns(point, prov),
+        boot_variant=boot_variant(point),
     )
     st = _read_status(path, errors)
     rec.update(
@@ -380,6 +382,16 @@ def program_commands(programs: list[Any]) -> str | None:
         cmd = " ".join([Path(str(argv[0])).name, *map(str, argv[1:])]) if argv else "?"
         out.append(f"{p['name']}: {cmd}")
     return "; ".join(out) or None
+
+
+def boot_variant(point: dict[str, Any]) -> int | None:
+    """The boot checkpoint a gem5 run restored, as an index (spec
+    machine.boot_checkpoints: repeat % n); None off gem5 or when unreadable."""
+    m, r = point.get("machine"), point.get("repeat")
+    if point.get("backend") != "gem5" or not isinstance(m, dict) or not isinstance(r, int):
+        return None
+    n = m.get("boot_checkpoints", 1)
+    return r % n if isinstance(n, int) and n >= 1 else None
 
 
 def identity_columns(point: dict[str, Any], prov: dict[str, Any]) -> dict[str, Any]:

@@ -313,7 +313,16 @@ def gem5_args(
         # post_roi existed ran the hand-back on the ROI CPU
         a += ["--job", str(run_dir / "job.json"), "--cpu-post-roi", cpu.get("post_roi", "roi")]
     a += ["--seed", str(point.repeat)]
+    if not with_job and boot_variant(point):  # only the boot reads it (the init, before
+        # its m5 checkpoint); a restore does not boot, so its command line is moot
+        a += ["--kernel-arg", f"numa_lb.boot_variant={boot_variant(point)}"]
     return a
+
+
+def boot_variant(point: SweepPoint) -> int:
+    """Which of the machine's boot checkpoints a point restores: repeat % n
+    (spec machine.boot_checkpoints; 0 for a single checkpoint)."""
+    return point.repeat % int(point.machine.get("boot_checkpoints", 1))
 
 
 def gem5_command(
@@ -372,6 +381,8 @@ def checkpoint_key(rec: dict[str, Any]) -> str:
         "gem5": prov["gem5_sha256"],
         "configs": pv.tree_hash(ROOT / "configs", exclude=calibration_files()),
     }
+    if boot_variant(p):  # absent for variant 0: the key of a single checkpoint stays
+        key["boot_variant"] = boot_variant(p)
     return hashlib.sha256(canonical_json(key).encode()).hexdigest()[:20]
 
 

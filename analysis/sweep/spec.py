@@ -143,6 +143,10 @@ _SECTIONS: dict[str, dict[str, Any]] = {
         "link_bandwidth": None,  # GB/s per direction; None: HyperTransport 3 (12.8)
         "probe_filter": True,
         "l2_includes_l3_share": False,
+        # gem5 boots are deterministic: n > 1 boots n checkpoints per kernel that
+        # differ (the guest's init does n-dependent work before its m5 checkpoint)
+        # and assigns repeat r to checkpoint r % n (backends.boot_variant)
+        "boot_checkpoints": 1,
     },
     # post_roi: the CPU that runs the guest's hand-back after the ROI's stats dump:
     # "roi" (stay on the ROI CPU) or "atomic" (the boot CPU, after a Ruby
@@ -586,6 +590,12 @@ def _validate_machine(m: dict[str, Any]) -> dict[str, Any]:
     d = m["slit_remote_distance"]
     if d is not None:
         _check_type("machine.slit_remote_distance", d, int, "an integer in 11..254")
+    n = m["boot_checkpoints"]
+    _check_type("machine.boot_checkpoints", n, int, "an integer in 1..64")
+    if not 1 <= n <= 64:
+        raise SpecError("machine.boot_checkpoints", f"{n} is outside 1..64")
+    if n == 1:
+        del m["boot_checkpoints"]  # absent: the run ids of sweeps without it stay
     bw = m["link_bandwidth"]
     if bw is not None:
         _check_type("machine.link_bandwidth", bw, int | float, "GB/s per direction, 0.1..1000")

@@ -60,6 +60,7 @@ class JobIn:
     def read_job(self) -> Tuple[Dict[str, Any], Dict[str, Any]]:
         if self.backend == "gem5":
             if cmdline_param("numa_lb.checkpoint") == "1":
+                self.vary_boot(cmdline_param("numa_lb.boot_variant"))
                 self.warm_page_cache()
                 self.log("m5 checkpoint")
                 self.m5_call(["checkpoint"])
@@ -79,6 +80,38 @@ class JobIn:
                 data = read_tar_stream(f)
         self.status["job_bytes"] = len(data)
         return unpack_job(data)
+
+    def vary_boot(self, text: Optional[str]) -> None:
+        """Make boot checkpoint N (numa_lb.boot_variant=N, N > 0) differ from the
+        others of its kernel: gem5 boots are deterministic, so without this
+        every checkpoint would be the same state. N-dependent work before the
+        m5 checkpoint moves what a restored run starts from: the simulated
+        time and so the phase of the timer tick and the balancer's intervals
+        against the job's start (N x 13.7 ms of sleep), the page allocator's
+        free lists (N x 3 MiB touched by this process, then freed: the job's
+        pages come from other frames, so other cache sets) and the next pids
+        (N x 7 short children). Variant 0 (or none) does nothing."""
+        try:
+            n = int(text or 0)
+        except ValueError:
+            self.log("boot variant %r is not an integer: ignored" % text)
+            return
+        if n <= 0:
+            return
+        t0 = time.time()
+        block = bytearray(n * 3 << 20)  # zero-filled: every page touched
+        for i in range(0, len(block), 4096):
+            block[i] = i & 0xFF
+        del block
+        for _ in range(n * 7):
+            pid = os.fork()
+            if pid == 0:
+                os._exit(0)
+            os.waitpid(pid, 0)
+        time.sleep(n * 0.0137)
+        self.status["boot_variant"] = n
+        self.log("boot variant %d: %d MiB touched, %d children, %.1f ms slept; %.3f s"
+                 % (n, 3 * n, 7 * n, 13.7 * n, time.time() - t0))  # fmt: skip
 
     def warm_page_cache(self) -> None:
         """Before the boot checkpoint: read what every run reads first (our

@@ -395,3 +395,29 @@ def test_console_hand_back_waits_for_the_tty_to_send_the_block(
     os.close(r)
     out.close()
     os.close(master)
+
+
+def test_a_boot_variant_does_its_work_before_the_checkpoint_and_records_it() -> None:
+    """numa_lb.boot_variant=N (N > 0): N-dependent work (pages, children, sleep)
+    and status["boot_variant"], which the restored run then hands back."""
+    import init_jobin  # noqa: PLC0415 (disk-image/init is on sys.path via qemu_boot)
+
+    class Probe(init_jobin.JobIn):  # type: ignore[misc,name-defined]
+        def __init__(self) -> None:
+            self.status: dict[str, object] = {}
+            self.logged: list[str] = []
+
+        def log(self, text: str) -> None:
+            self.logged.append(text)
+
+    p = Probe()
+    t0 = time.monotonic()
+    p.vary_boot("2")
+    assert time.monotonic() - t0 >= 2 * 0.0137
+    assert p.status == {"boot_variant": 2}
+    assert p.logged[0].startswith("boot variant 2: 6 MiB touched, 14 children, 27.4 ms slept")
+    for text in (None, "0", "x"):
+        q = Probe()
+        q.vary_boot(text)
+        assert q.status == {}
+    assert "not an integer" in q.logged[0]

@@ -405,3 +405,32 @@ def test_children_cpu_time_counts_a_busy_child_not_a_sleeping_one(tmp_path: Path
         c2 = bk.children_cpu_s()
     assert c1 - c0 >= 0.3
     assert c2 - c1 < 0.25  # the interpreter's start-up only
+
+
+def test_boot_checkpoints_give_each_repeat_one_of_n_boots_that_differ(tmp_path: Path) -> None:
+    """machine.boot_checkpoints = 3: repeats 0..5 restore checkpoints 0,1,2,0,1,2 of
+    their kernel; the boot of variant v > 0 asks the init for it on the kernel
+    command line; a single checkpoint keeps the key and run ids it had."""
+    over = ["machine.slit_remote_distance=16", "sweep.repeats=6", "axes.policy=['default']",
+            "axes.cores_per_socket=[2]", "axes.numa_factor=[1.6]"]  # fmt: skip
+    one = build_runs(load_spec(preset="sensitivity", overrides=over), "gem5", PROV)
+    three = build_runs(
+        load_spec(preset="sensitivity", overrides=[*over, "machine.boot_checkpoints=3"]),
+        "gem5",
+        PROV,
+    )
+    assert [bk.boot_variant(r.point) for r in three] == [0, 1, 2, 0, 1, 2]
+    assert {bk.boot_variant(r.point) for r in one} == {0}
+    keys = [bk.checkpoint_key(rec_for(r)) for r in three]
+    assert keys[:3] == keys[3:] and len(set(keys)) == 3
+    assert keys[0] == bk.checkpoint_key(rec_for(one[0]))  # variant 0: the old key
+    assert "boot_checkpoints" not in one[0].point.machine  # n = 1: the old run ids
+    ck = Path("/ck/cpt")
+    for r, v in zip(three[:3], (0, 1, 2), strict=True):
+        boot = bk.gem5_command(rec_for(r), tmp_path, checkpoint=ck, take_checkpoint=True)
+        restore = bk.gem5_command(rec_for(r), tmp_path, checkpoint=ck)
+        assert "--kernel-arg" not in restore
+        if v == 0:
+            assert "--kernel-arg" not in boot
+        else:
+            assert boot[boot.index("--kernel-arg") + 1] == f"numa_lb.boot_variant={v}"

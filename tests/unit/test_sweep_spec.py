@@ -94,6 +94,9 @@ def test_sensitivity_varies_factor_and_cores() -> None:
         ('resources.time_limit="soon"', "resources.time_limit", "30m"),
         ('resources.slurm_extra=["--x=1; rm -rf /"]', "resources.slurm_extra[0]", "--name=value"),
         ("bogus.key=1", "bogus", "axes"),
+        ("machine.boot_checkpoints=0", "machine.boot_checkpoints", "1..64"),
+        ("machine.boot_checkpoints=65", "machine.boot_checkpoints", "1..64"),
+        ('machine.boot_checkpoints="3"', "machine.boot_checkpoints", "1..64"),
     ],
 )
 def test_validation_names_field_and_allowed_values(override: str, field: str, allowed: str) -> None:
