@@ -403,6 +403,8 @@ def _run_local(spec: Spec, out: Path, opt: Options, plan: Plan, art: bk.Artifact
         opt.jobs,
     )
     w(f"executor: local, {why_n}\n")
+    if n > 1:
+        plan.to_run[:] = boots_first(plan.to_run, lambda r: _checkpoint_of(spec, r, art))
 
     def prepare(i: int) -> str | None:  # just before run i starts: its directory
         run, rd = plan.to_run[i]
@@ -423,6 +425,36 @@ def _run_local(spec: Spec, out: Path, opt: Options, plan: Plan, art: bk.Artifact
         w(f"stopped early: {res.stopped_reason}\n")
         return EXIT_PREREQ
     return EXIT_OK
+
+
+def _checkpoint_of(spec: Spec, run: Run, art: bk.Artifacts) -> str | None:
+    """The boot checkpoint a run restores (None: it boots without one)."""
+    if run.point.backend != "gem5" or not (run.point.gem5 or {}).get("checkpoint", True):
+        return None
+    return bk.checkpoint_key(spec_record(spec, run, art))
+
+
+def boots_first(
+    to_run: list[tuple[Run, RunDir]], key: Callable[[Run], str | None], limit: int = 2000
+) -> list[tuple[Run, RunDir]]:
+    """The first run of each boot checkpoint moved to the front, the rest in
+    order: a worker that boots a checkpoint blocks the others that need it
+    (backends.ensure_checkpoint's lock), so parallel workers should start on
+    different checkpoints (machine.boot_checkpoints > 1: the repeats' boots
+    run side by side instead of one after the other). Plans longer than
+    ``limit`` keep their order (a key hashes configs/ each time)."""
+    if len(to_run) > limit:
+        return to_run
+    seen: set[str] = set()
+    first, rest = [], []
+    for item in to_run:
+        k = key(item[0])
+        if k is not None and k not in seen:
+            seen.add(k)
+            first.append(item)
+        else:
+            rest.append(item)
+    return first + rest
 
 
 def final_states(out: Path, run_ids: list[str], kept: Collection[str] = ()) -> Counter:

@@ -66,7 +66,7 @@ def iter_points(spec: Spec, backend: str) -> Iterator[SweepPoint]:
     jobs = {pin: job if pin == job["pinning"] else {**job, "pinning": pin}
             for pin in ax["pinning"]}  # fmt: skip
     for rep, mix, s, c, lat, t, pin, nb, pol in itertools.product(
-        range(spec.repeats),
+        range(spec.first_repeat, spec.first_repeat + spec.repeats),
         ax["mix"],
         ax["sockets"],
         ax["cores_per_socket"],

@@ -133,6 +133,9 @@ _SECTIONS: dict[str, dict[str, Any]] = {
         "backend": "auto",
         "kernel_variant": "release",
         "repeats": 1,
+        # repeat indices first_repeat .. first_repeat + repeats - 1: a pilot takes
+        # its own (e.g. 100..), so its runs (ids hash the repeat) are not the sweep's
+        "first_repeat": 0,
     },
     "machine": {
         "mem_per_node": "512MiB",
@@ -223,6 +226,7 @@ class Spec:
     raw: dict[str, Any] = field(default_factory=dict)
     # [[exclude]] rules: a point matching every axis of one rule is not run
     exclude: list[dict[str, list[Any]]] = field(default_factory=list)
+    first_repeat: int = 0  # the repeats are first_repeat .. first_repeat + repeats - 1
 
 
 # --------------------------------------------------------------------- values
@@ -431,6 +435,9 @@ def validate(doc: dict[str, Any], default_name: str = "sweep") -> Spec:
     _check_type("sweep.repeats", sw["repeats"], int, "an integer >= 1")
     if sw["repeats"] < 1:
         raise SpecError("sweep.repeats", f"must be >= 1, got {sw['repeats']}")
+    _check_type("sweep.first_repeat", sw["first_repeat"], int, "an integer in 0..100000")
+    if not 0 <= sw["first_repeat"] <= 100000:
+        raise SpecError("sweep.first_repeat", f"{sw['first_repeat']} is outside 0..100000")
 
     machine = _validate_machine(sec["machine"])
     cpu = sec["cpu"]
@@ -499,6 +506,7 @@ def validate(doc: dict[str, Any], default_name: str = "sweep") -> Spec:
         backend=sw["backend"],
         kernel_variant=sw["kernel_variant"],
         repeats=sw["repeats"],
+        first_repeat=sw["first_repeat"],
         axes=axes,
         machine=machine,
         cpu=dict(cpu),

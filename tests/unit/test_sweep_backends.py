@@ -434,3 +434,31 @@ def test_boot_checkpoints_give_each_repeat_one_of_n_boots_that_differ(tmp_path: 
             assert "--kernel-arg" not in boot
         else:
             assert boot[boot.index("--kernel-arg") + 1] == f"numa_lb.boot_variant={v}"
+
+
+def test_a_pilot_takes_its_own_repeat_indices_so_its_runs_are_not_the_sweeps() -> None:
+    over = ["machine.slit_remote_distance=16", "sweep.repeats=2", "axes.policy=['default']",
+            "axes.cores_per_socket=[2]", "axes.numa_factor=[1.6]"]  # fmt: skip
+    sweep = build_runs(load_spec(preset="sensitivity", overrides=over), "gem5", PROV)
+    pilot = build_runs(
+        load_spec(preset="sensitivity", overrides=[*over, "sweep.first_repeat=100"]), "gem5", PROV
+    )
+    assert [r.point.repeat for r in sweep] == [0, 1]
+    assert [r.point.repeat for r in pilot] == [100, 101]
+    assert not {r.run_id for r in sweep} & {r.run_id for r in pilot}
+
+
+def test_parallel_workers_start_on_different_boot_checkpoints() -> None:
+    from analysis.sweep.driver import boots_first  # noqa: PLC0415
+
+    over = ["machine.slit_remote_distance=16", "sweep.repeats=3", "axes.cores_per_socket=[2]",
+            "axes.numa_factor=[1.6]", "axes.policy=['default', 'excl']",
+            "machine.boot_checkpoints=3"]  # fmt: skip
+    runs = build_runs(load_spec(preset="sensitivity", overrides=over), "gem5", PROV)
+    items = [(r, None) for r in runs]
+    order = boots_first(items, lambda r: bk.checkpoint_key(rec_for(r)))  # type: ignore[arg-type]
+    reps = [(r.point.repeat, r.point.policy) for r, _ in order]
+    assert reps == [(0, "default"), (1, "default"), (2, "default"),
+                    (0, "excl"), (1, "excl"), (2, "excl")]  # fmt: skip
+    assert boots_first(items, lambda r: None) == items  # qemu: no checkpoints, same order
+    assert boots_first(items, lambda r: "k", limit=2) == items  # too long to hash: as is

@@ -95,6 +95,7 @@ def test_sensitivity_varies_factor_and_cores() -> None:
         ('resources.slurm_extra=["--x=1; rm -rf /"]', "resources.slurm_extra[0]", "--name=value"),
         ("bogus.key=1", "bogus", "axes"),
         ("machine.boot_checkpoints=0", "machine.boot_checkpoints", "1..64"),
+        ("sweep.first_repeat=-1", "sweep.first_repeat", "0..100000"),
         ("machine.boot_checkpoints=65", "machine.boot_checkpoints", "1..64"),
         ('machine.boot_checkpoints="3"', "machine.boot_checkpoints", "1..64"),
     ],
