@@ -20,7 +20,7 @@ from .metrics import summarize, t975
 
 # Go/no-go gate of a discriminating scenario (issue 15 item 2)
 GATE_MIN_BALANCE_XNODE = 50  # default: cross-node load-balancing migrations per run
-GATE_LEADER_POLICIES = ("mbplus", "excl")  # need leader takes and leader skips > 0
+GATE_LEADER_POLICIES = ("mbplus", "excl", "mbplus_ff", "excl_ff")  # leader takes, skips > 0
 BALANCE_XNODE = ("migrations_balance_xnode", "migrations_active_balance_xnode")
 LEADER_COUNTERS = ("lb_taken_leader_dst", "lb_skipped_leader_src")
 
