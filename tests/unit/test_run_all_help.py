@@ -7,6 +7,7 @@ import argparse
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -50,15 +51,19 @@ def test_every_subcommand_has_help() -> None:
 
 
 def _first_line(*args: str) -> tuple[int, str]:
-    env = {k: v for k, v in os.environ.items() if k != "GEM5"}
-    r = subprocess.run(
-        [sys.executable, str(ROOT / "run_all.py"), *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    # no gem5 anywhere: not in the environment, not in a cache (an empty one: every
+    # case stops before anything is built, so nothing lands there)
+    env = {k: v for k, v in os.environ.items() if k not in ("GEM5", "GEM5_VARIANT")}
+    with tempfile.TemporaryDirectory(prefix="numa-lb-empty-cache-") as cache:
+        env["NUMA_LB_CACHE"] = cache
+        r = subprocess.run(
+            [sys.executable, str(ROOT / "run_all.py"), *args],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     return r.returncode, (r.stdout.splitlines() or [""])[0]
 
 

@@ -1,0 +1,123 @@
+"""The verdict pilot's decisions, by the rules of PLAN.md (committed before its runs).
+
+    python3 findings/2026-11-28-verdict-pilot/pilot.py FRAMES_DIR
+
+FRAMES_DIR holds the frames `./run_all.py report` wrote for the pilot's
+results (metrics/runs .parquet). Prints per run the regime and mechanism
+gates, the mix rule (1), the endpoint per repeat and its spread with the n
+of rule 3, the fallback medians of rule 4 and the cost of rule 5. Policy
+effects printed here are exploratory (PLAN.md).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pandas as pd
+from scipy import stats
+
+REGIME = {"sched_runnable_per_cpu_all_running": 3.0, "sched_busy_fraction_all_running": 0.9}
+XNODE = ("migrations_balance_xnode", "migrations_active_balance_xnode")
+MIN_XNODE = 50
+LEADER = ("lb_taken_leader_dst", "lb_skipped_leader_src")
+LEADER_POLICIES = ("excl", "excl_ff", "mbplus_ff")
+HALF_WIDTH = math.log(1.015)  # rule 3: 95 % interval half-width <= 1.5 points
+CHI2_020_4 = 1.649  # chi2 quantile 0.20 at 4 degrees of freedom (rule 3, 5 repeats)
+
+
+def run_gates(metrics: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per run: its gate values and whether it passes each gate."""
+    mix = metrics[metrics["entity_type"] == "mix"]
+    wide = mix.pivot_table(index="run_id", columns="metric", values="value", aggfunc="first")
+    out = runs.set_index("run_id")[["policy", "mix", "repeat", "state"]].astype(object)
+    out = out.join(wide.reindex(out.index), how="left")
+    done = out["state"] == "done"
+    regime = done.copy()
+    for metric, low in REGIME.items():
+        regime &= out.get(metric, pd.Series(math.nan, index=out.index)) >= low
+    out["regime_ok"] = regime
+    xnode = sum(out.get(m, pd.Series(math.nan, index=out.index)) for m in XNODE)
+    leader = pd.Series(True, index=out.index)
+    for m in LEADER:
+        leader &= out.get(m, pd.Series(math.nan, index=out.index)) > 0
+    out["xnode_balance"] = xnode
+    out["mechanism_ok"] = done & (
+        ((out["policy"] == "default") & (xnode >= MIN_XNODE))
+        | (out["policy"].isin(LEADER_POLICIES) & leader)
+    )
+    return out
+
+
+def choose_mix(gates: pd.DataFrame) -> str | None:
+    """Rule 1: verdict-b if both its default and excl runs of repeat 100 pass
+    both gates, else verdict-a on the same test, else None (no sweep)."""
+    stage_a = gates[(gates["repeat"] == 100) & gates["policy"].isin(("default", "excl"))]
+    for mix in ("verdict-b", "verdict-a"):
+        g = stage_a[stage_a["mix"] == mix]
+        if set(g["policy"]) == {"default", "excl"} and bool((g.regime_ok & g.mechanism_ok).all()):
+            return mix
+    return None
+
+
+def endpoint(metrics: pd.DataFrame, mix: str, policy: str = "excl") -> pd.Series:
+    """Rule 2 per repeat: mean over programs of ln(t_default / t_policy)."""
+    p = metrics[
+        (metrics["entity_type"] == "program")
+        & (metrics["metric"] == "elapsed_s")
+        & (metrics["mix"] == mix)
+        & metrics["policy"].isin(("default", policy))
+    ]
+    t = p.pivot_table(index=["repeat", "entity"], columns="policy", values="value")
+    t = t.dropna()
+    return (t["default"] / t[policy]).map(math.log).groupby(level="repeat").mean()
+
+
+def repeats_needed(sd: float, k: int) -> tuple[float, int]:
+    """Rule 3: s_U from the pilot's SD over k repeats, and the n it asks for."""
+    if k != 5:
+        raise ValueError(f"rule 3 is stated for the pilot's 5 repeats, got {k}")
+    s_u = sd * math.sqrt((k - 1) / CHI2_020_4)
+    n = 5
+    while stats.t.ppf(0.975, n - 1) * s_u / math.sqrt(n) > HALF_WIDTH:
+        n += 1
+    return s_u, n
+
+
+def main(frames: Path) -> int:
+    metrics = pd.read_parquet(frames / "metrics.parquet")
+    runs = pd.read_parquet(frames / "runs.parquet")
+    for c in ("policy", "mix", "entity_type", "metric", "state"):
+        for df in (metrics, runs):
+            if c in df.columns:
+                df[c] = df[c].astype(object)
+    gates = run_gates(metrics, runs)
+    cols = ["policy", "mix", "repeat", "state", *REGIME, "regime_ok", "xnode_balance",
+            *LEADER, "mechanism_ok"]  # fmt: skip
+    print("gates per run:")
+    print(gates.reindex(columns=cols).sort_values(["mix", "repeat", "policy"]).to_string())
+    mix = choose_mix(gates)
+    print(f"\nrule 1, mix: {mix or 'none qualifies: no sweep on these mixes'}")
+    if mix is None:
+        return 0
+    d = endpoint(metrics, mix)
+    print("\nrule 2, endpoint per repeat (mean ln(t_default/t_excl) over programs; exploratory):")
+    print((d.map(math.expm1) * 100).round(2).to_string())
+    if len(d) == 5:
+        s_u, n = repeats_needed(float(d.std(ddof=1)), len(d))
+        print(f"rule 3: s = {d.std(ddof=1):.4f}, s_U = {s_u:.4f}, n = {n}")
+    else:
+        print(f"rule 3: {len(d)} paired repeats, 5 needed")
+    ff = gates[gates["mix"] == mix].groupby("policy")["lb_fallback_taken"].median()
+    print(f"\nrule 4, median lb_fallback_taken: {ff.reindex(['excl_ff', 'mbplus_ff']).to_dict()}")
+    cost = runs[runs["state"] == "done"][["gem5_cpu_s", "checkpoint_cpu_s"]]
+    print(f"rule 5, gem5 CPU s a run: mean {cost['gem5_cpu_s'].mean():.0f}, "
+          f"max {cost['gem5_cpu_s'].max():.0f} ({len(cost)} runs)")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    sys.exit(main(Path(sys.argv[1])))
