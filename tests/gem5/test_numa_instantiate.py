@@ -25,6 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "configs"))
 
 from numa_lb.acpi import build_blob  # noqa: E402
+from numa_lb.numa_factor import G34_4P_SLIT  # noqa: E402
 from numa_lb.options import add_topology_args, topology_from_args  # noqa: E402
 
 pytestmark = pytest.mark.gem5
@@ -79,11 +80,18 @@ def _objects(node: Any, type_name: str) -> list[dict[str, Any]]:
 
 
 @pytest.mark.skipif(bool(REASON), reason=REASON or "n/a")
-@pytest.mark.parametrize(("sockets", "cores"), [(1, 1), (2, 2), (4, 4)])
-def test_instantiate(sockets: int, cores: int, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("sockets", "cores", "inter_socket"),
+    [(1, 1, "full"), (2, 2, "full"), (4, 4, "full"),
+     # the paper's machine (issue 40 item 4): 4 x 8, and 8 G34 dies x 4 (two hop classes)
+     (4, 8, "full"), (8, 4, "g34")],
+    ids=["1x1", "2x2", "4x4", "paper-4x8", "paper-8node-g34"],
+)  # fmt: skip
+def test_instantiate(sockets: int, cores: int, inter_socket: str, tmp_path: Path) -> None:
     assert GEM5 is not None and KERNEL is not None
     # instantiation only: any link latency (no calibration table needed)
-    flags = ["--sockets", str(sockets), "--cores-per-socket", str(cores), "--link-latency", "40"]
+    flags = ["--sockets", str(sockets), "--cores-per-socket", str(cores), "--link-latency", "40",
+             "--inter-socket", inter_socket, "--slit-remote-distance", "16"]  # fmt: skip
     run = subprocess.run(
         [str(GEM5), "--outdir", str(tmp_path), str(REPO / "configs" / "numa_instantiate.py"),
          *flags, "--kernel", str(KERNEL)],
@@ -98,7 +106,12 @@ def test_instantiate(sockets: int, cores: int, tmp_path: Path) -> None:
     topo = topology_from_args(parser.parse_args(flags))
     assert summary["ncpus"] == sockets * cores
     assert summary["directories"] == sockets
-    assert summary["int_links"] == sockets * (sockets - 1)  # fully connected, both ways
+    assert summary["int_links"] == 2 * len(topo.links())  # one each way per physical link
+    if inter_socket == "full":
+        assert len(topo.links()) == sockets * (sockets - 1) // 2
+    else:  # G34: the published 4P SLIT's one-hop pairs are the links, the rest two hops
+        assert topo.slit() == [list(row) for row in G34_4P_SLIT]
+        assert {d for row in topo.slit() for d in row} == {10, 16, 22}
 
     # the firmware blob gem5 loads is exactly the one the topology describes
     assert (tmp_path / "numa_acpi.bin").read_bytes() == build_blob(topo).data
