@@ -31,7 +31,8 @@ REPO = Path(__file__).resolve().parents[2]
 for p in (REPO / "configs", REPO / "disk-image", REPO / "kernel-patches", REPO):
     sys.path.insert(0, str(p))
 
-pytestmark = pytest.mark.gem5
+# four restored 4 x 2 runs after a boot: the gem5-long tier (tests/run), not CI's gem5 tier
+pytestmark = [pytest.mark.gem5, pytest.mark.gem5_long]
 
 GEM5 = default_gem5()[0] or ""  # $GEM5, else the cached build (analysis/cache.py)
 BOOT_TIMEOUT_S = 4 * 3600
