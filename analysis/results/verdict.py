@@ -22,15 +22,16 @@ level 1 - 0.05/m.
 
 Each configuration is computed on its own (one ``Verdict`` per configuration
 with both arms); ``primary`` marks those at the pre-registered machine,
-NUMA factor 1.6. Whether any of it is confirmatory is not for this code to
-say: that needs a pre-registration committed before the runs
-(findings/<name>/PREREGISTRATION.md). Plain dataclasses and frames; the
-report's section is sections.verdict_section.
+NUMA factor 1.6 (not on QEMU, whose times are host time under TCG). Whether
+any of it is confirmatory is not for this code to say: that needs a
+pre-registration committed before the runs (findings/<name>/PREREGISTRATION.md).
+Plain dataclasses and frames; the report's section is sections.verdict_section.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -109,7 +110,7 @@ class Verdict:
     and the secondary family."""
 
     config: dict[str, Any]
-    primary: bool  # at the pre-registered machine (NUMA factor 1.6)
+    primary: bool  # at the pre-registered machine (NUMA factor 1.6, not QEMU)
     contrast: Contrast
     decision: str
     welch: Welch | None
@@ -163,18 +164,30 @@ def _arm(t: pd.DataFrame, cfg: int, policy: str, nb: int) -> pd.DataFrame:
     return t[(t["cfg_id"] == cfg) & (t["policy"] == policy) & (t["numa_balancing"] == nb)]
 
 
+def _baseline_nb(policy: str, nb: int) -> int:
+    return NUMA_BALANCING if policy == AUTONUMA else nb
+
+
 # ------------------------------------------------------------------ statistics
-def endpoint(t: pd.DataFrame, cfg: int, policy: str, nb: int, base_nb: int) -> pd.DataFrame:
-    """d_r per repeat (index repeat; columns d and programs, the number of
-    programs paired): the mean over the programs both runs of repeat r have
-    of ln(t_baseline / t_policy). Two runs of one point and repeat (two
-    sweeps) are averaged per program first."""
-    keys = ["repeat", "program"]
-    a = _arm(t, cfg, BASELINE, base_nb).groupby(keys)["log_t"].mean()
-    b = _arm(t, cfg, policy, nb).groupby(keys)["log_t"].mean()
-    both = pd.concat({"base": a, "pol": b}, axis=1, join="inner")
-    diff = (both["base"] - both["pol"]).groupby(level="repeat")
-    return pd.DataFrame({"d": diff.mean(), "programs": diff.size()})
+def pairs(t: pd.DataFrame) -> pd.DataFrame:
+    """d_r of every arm of every configuration against the baseline, from
+    program_times @t: one row per cfg_id, policy, numa_balancing, base_nb
+    (the baseline's balancing) and repeat, with d (the mean over the
+    programs both runs have of ln(t_baseline / t_policy)) and programs (how
+    many). Two runs of one point and repeat (two sweeps) are averaged per
+    program first."""
+    keys = ["cfg_id", "policy", "numa_balancing", "repeat", "program"]
+    g = t.groupby(keys, sort=False)["log_t"].mean().reset_index()
+    is_base = g["policy"] == BASELINE
+    base = g[is_base].drop(columns="policy")
+    base = base.rename(columns={"numa_balancing": "base_nb", "log_t": "log_base"})
+    arms = g[~is_base].copy()
+    arms["base_nb"] = [_baseline_nb(p, nb) for p, nb in zip(arms["policy"], arms["numa_balancing"],
+                                                              strict=True)]  # fmt: skip
+    m = arms.merge(base, on=["cfg_id", "base_nb", "repeat", "program"], how="inner")
+    m["diff"] = m["log_base"] - m["log_t"]
+    out = m.groupby(["cfg_id", "policy", "numa_balancing", "base_nb", "repeat"], sort=True)
+    return out["diff"].agg(d="mean", programs="size").reset_index()
 
 
 def t_interval(x: Sequence[float], level: float) -> tuple[float, float, float, float]:
@@ -193,13 +206,22 @@ def t_interval(x: Sequence[float], level: float) -> tuple[float, float, float, f
     return mean, mean - q * se, mean + q * se, p
 
 
-def paired(t: pd.DataFrame, cfg: int, policy: str, nb: int, base_nb: int,
-           level: float) -> Contrast:  # fmt: skip
-    e = endpoint(t, cfg, policy, nb, base_nb)
-    d = {int(r): float(v) for r, v in e["d"].items()}
+def paired(rows: pd.DataFrame, level: float) -> Contrast:
+    """The contrast of one arm from its rows of ``pairs`` (one per repeat)."""
+    first = rows.iloc[0]
+    d = {int(r): float(v) for r, v in zip(rows["repeat"], rows["d"], strict=True)}
     mean, lo, hi, p = t_interval(list(d.values()), level)
-    return Contrast(policy, nb, base_nb, d, level, mean, lo, hi, p,
-                    programs={int(r): int(v) for r, v in e["programs"].items()})  # fmt: skip
+    return Contrast(str(first["policy"]), int(first["numa_balancing"]), int(first["base_nb"]), d,
+                    level, mean, lo, hi, p,
+                    programs={int(r): int(v) for r, v in zip(rows["repeat"], rows["programs"],
+                                                             strict=True)})  # fmt: skip
+
+
+def _per_run(rows: pd.DataFrame) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for run, prog, log_t in zip(rows["run_id"], rows["program"], rows["log_t"], strict=True):
+        out.setdefault(run, {})[prog] = log_t
+    return out
 
 
 def welch(t: pd.DataFrame, cfg: int, policy: str, nb: int, base_nb: int,
@@ -208,23 +230,21 @@ def welch(t: pd.DataFrame, cfg: int, policy: str, nb: int, base_nb: int,
     every run of each arm; the programs are those every one of these runs
     has (the two means then average the same programs). None with fewer than
     2 runs an arm, or no spread in either."""
-    a, b = _arm(t, cfg, BASELINE, base_nb), _arm(t, cfg, policy, nb)
-    both = pd.concat([a, b])
-    runs = both["run_id"].nunique()
-    per_prog = both.groupby("program")["run_id"].nunique()
-    common = set(per_prog[per_prog == runs].index)
-    xa = a[a["program"].isin(common)].groupby("run_id")["log_t"].mean()
-    xb = b[b["program"].isin(common)].groupby("run_id")["log_t"].mean()
-    na, nb_ = len(xa), len(xb)
-    if na < 2 or nb_ < 2:
+    ra, rb = _per_run(_arm(t, cfg, BASELINE, base_nb)), _per_run(_arm(t, cfg, policy, nb))
+    if len(ra) < 2 or len(rb) < 2:
         return None
-    if xa.max() == xa.min() and xb.max() == xb.min():
+    common = set.intersection(*(set(v) for v in [*ra.values(), *rb.values()]))
+    if not common:
         return None
-    va, vb = float(xa.var(ddof=1)) / na, float(xb.var(ddof=1)) / nb_
-    df = (va + vb) ** 2 / (va**2 / (na - 1) + vb**2 / (nb_ - 1))
-    diff = float(xa.mean() - xb.mean())
+    xa = [statistics.fmean(v[p] for p in common) for v in ra.values()]
+    xb = [statistics.fmean(v[p] for p in common) for v in rb.values()]
+    if max(xa) == min(xa) and max(xb) == min(xb):
+        return None
+    va, vb = statistics.variance(xa) / len(xa), statistics.variance(xb) / len(xb)
+    df = (va + vb) ** 2 / (va**2 / (len(xa) - 1) + vb**2 / (len(xb) - 1))
+    diff = statistics.fmean(xa) - statistics.fmean(xb)
     half = float(stats.t.ppf(1 - (1 - level) / 2, df)) * math.sqrt(va + vb)
-    return Welch(diff, diff - half, diff + half, df, nb_, na)
+    return Welch(diff, diff - half, diff + half, df, len(xb), len(xa))
 
 
 def holm(ps: Sequence[float]) -> list[float]:
@@ -254,27 +274,19 @@ def decide(c: Contrast) -> str:
 
 
 # ------------------------------------------------------------------ verdicts
-def _baseline_nb(policy: str, nb: int) -> int:
-    return NUMA_BALANCING if policy == AUTONUMA else nb
-
-
 def _is_primary_machine(config: dict[str, Any]) -> bool:
+    """NUMA factor 1.6 on a simulated machine (QEMU's times are host time)."""
     f = config.get("numa_factor")
-    return isinstance(f, int | float) and not _missing(f) and abs(float(f) - NUMA_FACTOR) < 1e-9
+    at = isinstance(f, int | float) and not _missing(f) and abs(float(f) - NUMA_FACTOR) < 1e-9
+    return at and config.get("backend") != "qemu"
 
 
-def secondary_family(t: pd.DataFrame, cfg: int) -> tuple[Contrast, ...]:
-    """Every policy (and balancing setting) of configuration @cfg but the
-    baseline and the primary arm, against the baseline; Holm over those with
-    a test (m of them), each interval at the Bonferroni level 1 - 0.05/m."""
-    arms = t[t["cfg_id"] == cfg][["policy", "numa_balancing"]].drop_duplicates()
-    arms = sorted(
-        (str(p), int(nb))
-        for p, nb in arms.itertuples(index=False)
-        if p != BASELINE and (p, nb) != (POLICY, NUMA_BALANCING)
-    )
-    first = [paired(t, cfg, p, nb, _baseline_nb(p, nb), LEVEL) for p, nb in arms]
-    first = [c for c in first if c.n > 0]  # no baseline partner at all: not a contrast
+def secondary_family(arms: list[pd.DataFrame]) -> tuple[Contrast, ...]:
+    """The secondary contrasts of one configuration from their ``pairs``
+    rows (every policy and balancing setting but the baseline and the
+    primary arm): Holm over those with a test (m of them), each interval at
+    the Bonferroni level 1 - 0.05/m."""
+    first = [paired(rows, LEVEL) for rows in arms]
     m = sum(1 for c in first if math.isfinite(c.p))
     level = 1 - ALPHA / m if m else LEVEL
     adj = holm([c.p for c in first])
@@ -291,21 +303,28 @@ def verdicts(metrics: pd.DataFrame) -> list[Verdict]:
     order the configurations first appear in @metrics."""
     t = program_times(metrics)
     cols = config_cols(metrics)
+    arms: dict[int, dict[tuple[str, int], pd.DataFrame]] = {}
+    for (cfg, pol, nb), rows in pairs(t).groupby(["cfg_id", "policy", "numa_balancing"]):
+        arms.setdefault(int(cfg), {})[(str(pol), int(nb))] = rows
+    keys = t.drop_duplicates("cfg_id").set_index("cfg_id")["cfg"]
     out = []
-    for cfg, key in t.drop_duplicates("cfg_id")[["cfg_id", "cfg"]].itertuples(index=False):
-        c = paired(t, cfg, POLICY, NUMA_BALANCING, NUMA_BALANCING, LEVEL)
-        if c.n == 0:
+    for cfg, sub in t.groupby("cfg_id", sort=False):
+        mine = arms.get(int(cfg), {})
+        prim = mine.get((POLICY, NUMA_BALANCING))
+        if prim is None:
             continue
-        config = dict(zip(cols, key, strict=True))
+        config = dict(zip(cols, keys[cfg], strict=True))
+        c = paired(prim, LEVEL)
+        others = [mine[k] for k in sorted(mine) if k != (POLICY, NUMA_BALANCING)]
         out.append(
             Verdict(
                 config,
                 _is_primary_machine(config),
                 c,
                 decide(c),
-                welch(t, cfg, POLICY, NUMA_BALANCING, NUMA_BALANCING),
-                secondary_family(t, cfg),
-                int(t.loc[t["cfg_id"] == cfg, "run_id"].nunique()),
+                welch(sub, int(cfg), POLICY, NUMA_BALANCING, NUMA_BALANCING),
+                secondary_family(others),
+                int(sub["run_id"].nunique()),
             )
         )
     return out
