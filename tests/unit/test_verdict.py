@@ -16,7 +16,7 @@ import pytest
 from scipy import stats
 
 from analysis.results import verdict
-from analysis.results.document import Section, to_html, to_markdown
+from analysis.results.document import Figure, Section, Table, to_html, to_markdown
 from analysis.results.frames import read_frames
 from analysis.results.report import write_report_from_frames
 from analysis.results.sections import PAPER, verdict_section
@@ -232,6 +232,17 @@ def test_identical_repeats_give_no_interval(b192: pd.DataFrame) -> None:
     assert v.decision == verdict.IDENTICAL and v.welch is None
 
 
+def test_qemu_runs_are_never_the_preregistered_machine(b192: pd.DataFrame) -> None:
+    m = _plain(b192).assign(backend="qemu")
+    v = _only(verdict.verdicts(m))
+    assert v.config["numa_factor"] == F and not v.primary
+    s = verdict_section(m)
+    assert s is not None
+    assert any(p.startswith("WARNING") and "QEMU" in p for p in s.paras)
+    assert any("every verdict below is exploratory" in p for p in s.paras)
+    assert not any(p.startswith("Primary verdict") for p in s.paras)
+
+
 def test_constants_are_the_papers(b192: pd.DataFrame) -> None:
     assert verdict.PAPER_PCT == PAPER[verdict.POLICY]
     assert verdict.pct(verdict.REFUTE_BELOW) == pytest.approx(3.0)
@@ -278,6 +289,26 @@ def test_the_section_escapes_its_inputs(b192: pd.DataFrame) -> None:
         if line.startswith("| "):
             cells = re.split(r"(?<!\\)\|", line)[1:-1]
             assert all(c.startswith(" ") and c.endswith(" ") for c in cells), line
+
+
+def test_many_configurations_draw_the_first_few(b192: pd.DataFrame) -> None:
+    """Eight configurations (the f = 1.6 runs again at other thread counts, and
+    once at f = 2.5): a verdict row each, the secondary table and the forest
+    for six, the pre-registered machine's first."""
+    m = _plain(b192)
+    m = m[(m["numa_factor"] == F)]
+    copies = [m.assign(threads=t, run_id=m["run_id"] + f"t{t}") for t in range(100, 106)]
+    other = m.assign(numa_factor=2.5, run_id=m["run_id"] + "f")
+    s = verdict_section(pd.concat([other, m, *copies], ignore_index=True))
+    assert s is not None
+    tables = [it for it in s.items if isinstance(it, Table)]
+    assert len(tables[0].rows) == 8  # the verdict table: every configuration
+    assert {r[0] for r in tables[1].rows} == {r[0] for r in tables[0].rows if "f=1.6" in r[0]} - {
+        r[0] for r in tables[0].rows if "t=105" in r[0]
+    }
+    assert any("show 6 of the 8 configurations" in p for p in s.paras)
+    fig = [it for it in s.items if isinstance(it, Figure)][0]
+    assert "Runs: 162 runs in 6 configurations." in fig.caption
 
 
 def test_the_b192_report_has_the_verdict_section(b192: pd.DataFrame, tmp_path: Path) -> None:
