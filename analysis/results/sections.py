@@ -424,10 +424,10 @@ def verdict_section(metrics: pd.DataFrame) -> Section | None:
     s.paras.extend(_primary_sentence(lab, v) for lab, v in primary)
     s.items.append(
         Table(
-            ["configuration", "machine", "pairs", f"{pol} vs {base}", "95 % CI", "decision",
-             "Welch 95 % CI (runs)"],
+            ["configuration", "at the pre-registered machine", "pairs", f"{pol} vs {base}",
+             "95 % CI", "decision", "Welch 95 % CI (runs)"],
             [
-                [lab, "pre-registered" if v.primary else "exploratory", v.contrast.n,
+                [lab, "yes" if v.primary else "no (exploratory)", v.contrast.n,
                  f"{verdict.pct(v.contrast.mean):+.2f} %",
                  _pct_interval(v.contrast.lo, v.contrast.hi), v.decision,
                  "–" if v.welch is None else f"{_pct_interval(v.welch.lo, v.welch.hi)} "
