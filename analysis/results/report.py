@@ -1,7 +1,8 @@
 """Reports: a self-contained HTML page and a Markdown summary from any set of runs.
 
 ``build`` puts the sections in their order: the head (inputs, backends and
-their caveats), the runs and their provenance, the headline, the first
+their caveats), the runs and their provenance, the headline, the verdict
+(only where excl and default runs are paired in 2 or more repeats), the first
 finding, the figures (Fig. 11-14 views of Chiang & Su [Chiang21] Sec. 4,
 heatmaps, best/worst), the user-level policies, the warm-up effect, the host
 cost, the metric definitions and the input problems. The modules below it:
@@ -9,7 +10,7 @@ cost, the metric definitions and the input problems. The modules below it:
 * ``reference.py``: the reference configuration (the group closest to the
   paper's gem5, 4 x 8, f = 1.6, else the one with most runs) and the baseline;
 * ``sections.py``: the text and table sections (headline, paper comparison,
-  finding, warm-up, cost, definitions, input problems);
+  verdict, finding, warm-up, cost, definitions, input problems);
 * ``figures.py``: the figure sections;
 * ``document.py``: the document model (Section, Table, Figure) and its two
   renderers, HTML and Markdown.
@@ -56,6 +57,7 @@ from .sections import (
     finding_section,
     finding_unfilled,
     headline,
+    verdict_section,
     warmup_section,
 )
 
@@ -140,6 +142,9 @@ def build(
     rmx = select(mx, ref)
     threads = sorted(int(t) for t in rmx["threads"].unique())
     secs.append(headline(mx, ref, rmx, qemu_note, runs))
+    vs = verdict_section(fr.metrics)  # only with paired excl and default repeats
+    if vs is not None:
+        secs.append(vs)
     why_not = finding_unfilled(mx)
     fs = finding_section(mx, qemu_note, fr.metrics) if why_not is None else None
     if fs:

@@ -13,8 +13,9 @@ from typing import Any
 
 import pandas as pd
 
-from . import finding, plots, run_cost
-from .document import Section, Table, _fmt, pm
+from . import finding, plots, run_cost, verdict
+from .document import Figure, Section, Table, _fmt, pm
+from .forest import MARK
 from .frames import Frames
 from .metrics import METRICS, summarize
 from .reference import GROUP_COLS, baseline_name, cfg_label, improvement_summary, runs_note, select
@@ -321,6 +322,180 @@ def finding_section(
     s.items.extend(per_run_means(mx))
     backends = frozenset(mx["backend"].dropna().astype(str)) if "backend" in mx else frozenset()
     s.paras.extend(finding.conclusion(imp, g, ctl, backends, progs, home))
+    return s
+
+
+# ------------------------------------------------------------------ verdict
+VERDICT_EXTRA_COLS = ("kernel_variant", "pinning", "sched_scale", "cpu_roi")
+VERDICT_MAX_DRAWN = 6  # configurations in the secondary table and the forest plot
+
+
+def _verdict_labels(vs: list[verdict.Verdict]) -> list[str]:
+    """cfg_label of each verdict's configuration, with the columns it does not
+    show (kernel variant, pinning, time scale, CPU model) added where the
+    configurations differ in them."""
+    vary = [c for c in VERDICT_EXTRA_COLS
+            if len({str(v.config.get(c)) for v in vs}) > 1]  # fmt: skip
+    return [cfg_label(v.config) + "".join(f" {c}={v.config.get(c)}" for c in vary) for v in vs]
+
+
+def _pct_interval(lo: float, hi: float) -> str:
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return "no interval"
+    return f"[{verdict.pct(lo):+.2f}, {verdict.pct(hi):+.2f}]"
+
+
+def _p(p: float) -> str:
+    return "–" if not math.isfinite(p) else f"{p:.3g}"
+
+
+def _arm_label(c: verdict.Contrast) -> str:
+    """A contrast's policy, with its NUMA balancing when that is not the
+    setting of its kind (autonuma runs with it on)."""
+    usual = 1 if c.policy == verdict.AUTONUMA else verdict.NUMA_BALANCING
+    return c.policy if c.numa_balancing == usual else f"{c.policy} nb={c.numa_balancing}"
+
+
+def _primary_sentence(label: str, v: verdict.Verdict) -> str:
+    c = v.contrast
+    s = f"Primary verdict, {label}: {v.decision.upper()}. "
+    s += f"{verdict.POLICY} against {verdict.BASELINE}: {verdict.pct(c.mean):+.2f} %"
+    if c.has_interval:
+        s += f" {_pct_interval(c.lo, c.hi)} (95 % t interval, n = {c.n} paired repeats)."
+    else:
+        s += f" (n = {c.n} paired repeat{'' if c.n == 1 else 's'}, no interval)."
+    w = v.welch
+    if w is not None:
+        s += (
+            f" Sensitivity, Welch's unpaired t interval on the per-run mean of ln(t) over "
+            f"the programs ({w.n_policy} {verdict.POLICY} and {w.n_baseline} "
+            f"{verdict.BASELINE} runs, {w.df:.1f} degrees of freedom): "
+            f"{verdict.pct(w.mean):+.2f} % {_pct_interval(w.lo, w.hi)}."
+        )
+    else:
+        s += " Sensitivity (Welch): no interval (fewer than 2 runs an arm, or no spread)."
+    return s
+
+
+def verdict_section(metrics: pd.DataFrame) -> Section | None:
+    """The verdict (verdict.py): the pre-registered contrast's decision per
+    configuration, the Welch check, the secondary contrasts and a forest plot
+    of all of them; None unless some configuration has excl and default runs
+    at NUMA balancing 0 paired in at least 2 repeats."""
+    vs = verdict.verdicts(metrics)
+    if not verdict.decided(vs):
+        return None
+    labels = _verdict_labels(vs)
+    pol, base = verdict.POLICY, verdict.BASELINE
+    s = Section(f"Verdict: {pol} against {base}, the pre-registered contrast")
+    s.paras.append(
+        "This section computes the verdict experiment's pre-registered analysis (issue 44). "
+        "Its verdict is confirmatory only for the runs of a sweep whose pre-registration "
+        "(findings/NAME/PREREGISTRATION.md, committed before the sweep's first run) fixes "
+        "this endpoint, the number of repeats and the rule below; on other runs it is a "
+        "description, and every other contrast here is exploratory. The per-run gates "
+        "(regime, mechanism) are not checked in this section."
+    )
+    s.paras.append(
+        f"Endpoint per repeat: the mean over the mix's programs of ln(t_{base} / t_{pol}), "
+        "t = the program's guest elapsed time, the two runs paired by configuration and "
+        "repeat (only programs both runs have); estimate: the mean over the repeats with a "
+        "Student t interval, shown as (exp(x) − 1) × 100 %."
+    )
+    s.paras.append(
+        f"Decision rule: confirmed if the 95 % interval's lower bound is above 0 %, refuted "
+        f"if its upper bound is below +{verdict.pct(verdict.REFUTE_BELOW):.0f} % (a third of "
+        f"the paper's +{verdict.PAPER_PCT} % for {pol}), otherwise undecided; fewer than 2 "
+        f"paired repeats give no verdict. Both arms run with NUMA balancing "
+        f"{verdict.NUMA_BALANCING}; the pre-registered machine is gem5's at NUMA factor "
+        f"{verdict.NUMA_FACTOR:g}."
+    )
+    primary = [(lab, v) for lab, v in zip(labels, vs, strict=True) if v.primary]
+    if any(v.config.get("backend") == "qemu" for v in vs):
+        s.paras.append(
+            "WARNING — configurations on QEMU time host seconds under TCG, not architectural "
+            "performance: their rows describe the pipeline, not the policies."
+        )
+    if not primary:
+        s.paras.append(
+            f"No configuration here is at the pre-registered machine (gem5, NUMA factor "
+            f"{verdict.NUMA_FACTOR:g}): every verdict below is exploratory."
+        )
+    s.paras.extend(_primary_sentence(lab, v) for lab, v in primary)
+    s.items.append(
+        Table(
+            ["configuration", "at the pre-registered machine", "pairs", f"{pol} vs {base}",
+             "95 % CI", "decision", "Welch 95 % CI (runs)"],
+            [
+                [lab, "yes" if v.primary else "no (exploratory)", v.contrast.n,
+                 f"{verdict.pct(v.contrast.mean):+.2f} %",
+                 _pct_interval(v.contrast.lo, v.contrast.hi), v.decision,
+                 "–" if v.welch is None else f"{_pct_interval(v.welch.lo, v.welch.hi)} "
+                 f"({v.welch.n_policy} + {v.welch.n_baseline})"]
+                for lab, v in zip(labels, vs, strict=True)
+            ],
+            f"The verdict per configuration: improvement of {pol} over {base} on the endpoint, "
+            "paired by repeat, in %",
+        )
+    )  # fmt: skip
+    # the secondary table and the forest: the pre-registered machine's configurations
+    # first, those with a verdict next, at most VERDICT_MAX_DRAWN of them
+    pick = sorted(range(len(vs)), key=lambda i: (not vs[i].primary, vs[i].contrast.n < 2))
+    pick = sorted(pick[:VERDICT_MAX_DRAWN])
+    if len(pick) < len(vs):
+        s.paras.append(
+            f"The secondary table and the forest plot show {len(pick)} of the {len(vs)} "
+            "configurations (those at the pre-registered machine first); the others' primary "
+            "contrast is in the verdict table."
+        )
+    order = plots.order_policies([c.policy for v in vs for c in v.secondary])
+    shown = [(labels[i], vs[i], sorted(vs[i].secondary,
+                                       key=lambda c: (order.index(c.policy), c.numa_balancing)))
+             for i in pick]  # fmt: skip
+    sec = [(lab, v, c) for lab, v, cs in shown for c in cs]
+    if sec:
+        s.items.append(
+            Table(
+                ["configuration", "policy", "pairs", f"improvement over {base}",
+                 "Bonferroni interval", "level", "p (paired t)", "p (Holm)"],
+                [
+                    [lab, _arm_label(c), c.n, f"{verdict.pct(c.mean):+.2f} %",
+                     _pct_interval(c.lo, c.hi), f"{c.level * 100:.2f} %", _p(c.p), _p(c.p_holm)]
+                    for lab, v, c in sec
+                ],
+                f"Secondary contrasts (exploratory): every other policy against {base} on the "
+                "same endpoint. p: two-sided paired t-test, Holm-adjusted over the m contrasts "
+                "of the configuration that have one; interval at the Bonferroni level "
+                f"1 − 0.05/m. autonuma is paired with {base} at NUMA balancing 0; stock boots "
+                "another kernel from another checkpoint, so its pairs differ in starting state "
+                "as well as in policy",
+            )
+        )  # fmt: skip
+    rows = []
+    for lab, v, cs in shown:
+        for c, marked in [(v.contrast, v.primary)] + [(x, False) for x in cs]:
+            rows.append({"group": lab, "label": _arm_label(c), "mean": verdict.pct(c.mean),
+                         "lo": verdict.pct(c.lo), "hi": verdict.pct(c.hi), "n": c.n,
+                         "marked": marked})  # fmt: skip
+    levels = sorted({f"{v.bonferroni_level * 100:.2f} %" for _, v, _ in shown
+                     if math.isfinite(v.bonferroni_level)})  # fmt: skip
+    runs = sum(v.runs for _, v, _ in shown)
+    caption = (
+        f"Every contrast against {base} on the verdict's endpoint, per configuration: the "
+        f"mean over the programs of ln(t_{base} / t_policy) paired by repeat, as "
+        "(exp(x) − 1) × 100 %. Dot = mean over the repeats, n = pairs, the vertical line is "
+        f"no difference. {pol}'s bar is its 95 % t interval"
+        + (f" (diamond, band: the {MARK} contrast at the pre-registered machine)"
+           if primary else "")
+        + (f"; the other policies' bars are at the Bonferroni level 1 − 0.05/m "
+           f"({', '.join(levels)})" if levels else "")
+        + "; a hollow dot has no interval. Only the marked contrast is confirmatory, and only "
+        f"under a pre-registration. Runs: {runs} runs in {len(shown)} "
+        f"configuration{'' if len(shown) == 1 else 's'}."
+    )  # fmt: skip
+    png = plots.forest(rows, f"improvement over {base} (%)",
+                       f"Verdict: {pol} and the other policies against {base}", MARK)  # fmt: skip
+    s.items.append(Figure(png, caption, "verdict_forest"))
     return s
 
 
