@@ -757,6 +757,9 @@ SPEC_COLS = [
     "pinning",  # job option (point.job_options), an axis for the positive control
     "warmup_s",  # job option: timing-CPU warm-up before the ROI (gem5); apart, never averaged
     "sched_scale",  # job option sched_domain, as sched_scale_label(): apart, never averaged
+    # job option numa_balancing_scan, as nb_scan_label(): apart, never averaged
+    # (frames kept before it have no such column: read_frames adds it, empty)
+    "nb_scan",
     "cpu_roi",  # gem5's CPU model in the ROI (spec cpu.roi; None off gem5): apart, never averaged
 ]
 # The spec columns that are job options (point.job_options), not point fields.
@@ -778,6 +781,27 @@ def sched_scale_label(sd: Any) -> str | None:
     if isinstance(sd.get("migration_cost_ns"), int | float):
         parts.append(f"mc={sd['migration_cost_ns'] / 1e6:g}ms")
     return " ".join(parts)
+
+
+def nb_scan_label(scan: Any) -> str | None:
+    """NUMA balancing's time constants a run set (job option numa_balancing_scan)
+    in one short label, e.g. "delay=10ms period=5-20ms size=64MB"; None: the
+    kernel's (6.1: delay 1000 ms, period 1000-60000 ms, 256 MB)."""
+    if not isinstance(scan, dict) or not scan:
+        return None
+    parts = []
+    if "scan_delay_ms" in scan:
+        parts.append(f"delay={scan['scan_delay_ms']}ms")
+    lo, hi = scan.get("scan_period_min_ms"), scan.get("scan_period_max_ms")
+    if lo is not None and hi is not None:
+        parts.append(f"period={lo}-{hi}ms")
+    elif lo is not None:
+        parts.append(f"period_min={lo}ms")
+    elif hi is not None:
+        parts.append(f"period_max={hi}ms")
+    if "scan_size_mb" in scan:
+        parts.append(f"size={scan['scan_size_mb']}MB")
+    return " ".join(parts) or None
 
 
 # Those that identify a configuration: everything but the treatment (policy and
