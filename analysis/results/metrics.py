@@ -143,6 +143,11 @@ page_faults          mix: /proc/vmstat pgfault delta (whole guest); when the ker
 major_faults         mix: pgmajfault delta (same fallback); program: majflt.
 page_migrations      /proc/vmstat pgmigrate_success delta (numa_pages_migrated
                      when pgmigrate_success is absent).
+numa_pte_updates,    NUMA balancing at work, mix: the /proc/vmstat deltas
+numa_hint_faults     numa_pte_updates (PTEs its scanner made PROT_NONE: the scan
+                     ran) and numa_hint_faults (faults they caused: the input of
+                     its placement and page migration); absent without
+                     CONFIG_NUMA_BALANCING, 0 with kernel.numa_balancing = 0.
 daemon_samples,      the user-level policies (daemons/, analysis/results/daemons.py),
 daemon_decisions,    mix level, from guest/daemon-<policy>.jsonl: counter samples the
 daemon_thread_moves  daemon took, decisions it logged, threads it pinned
@@ -294,6 +299,8 @@ _M = [
     Metric("page_faults", "", "page faults", "lower"),
     Metric("major_faults", "", "major page faults", "lower"),
     Metric("page_migrations", "", "page migrations", "lower"),
+    Metric("numa_pte_updates", "", "PTEs marked by NUMA balancing's scan", ""),
+    Metric("numa_hint_faults", "", "NUMA balancing hint faults", ""),
     Metric("numa_factor_measured", "", "measured NUMA factor", ""),
     Metric("programs_failed", "", "failed programs", "lower"),
     Metric("sim_speed_ips", "inst/s", "simulation speed (ROI inst per host s)", "higher", True),
@@ -354,6 +361,9 @@ def guest_metrics(g: GuestResults, mix: str) -> list[Row]:
         pm = _f(vm.get("numa_pages_migrated"))
     if pm is not None:
         rows.append(("mix", mix, "page_migrations", pm))
+    for k in ("numa_pte_updates", "numa_hint_faults"):
+        if (v := _f(vm.get(k))) is not None:
+            rows.append(("mix", mix, k, v))
     for k, v in schedstat_numa(end.get("schedstat") or {}).items():
         rows.append(("mix", mix, k, v))
     for k, v in sched_regime(end.get("schedstat") or {}).items():
