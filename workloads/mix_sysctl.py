@@ -9,7 +9,7 @@ what was asked for. Stdlib only, Python >= 3.6 (see mixrunner.py).
 # ruff: noqa: UP006, UP035, UP045
 
 import os
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from mix_metrics import read_text
 
@@ -115,17 +115,9 @@ def set_sched_domain(sys_root: str, settings: Optional[Dict[str, Any]]) -> Dict[
     for d, knobs in targets:
         before[d] = {}
         for knob in knobs:
-            path = os.path.join(d, knob)
-            old = read_text(path)
-            if old is None:
-                errors.append(f"{path}: absent")
-                continue
-            before[d][knob] = old.strip()
-            try:
-                with open(path, "w") as f:
-                    f.write(f"{settings[knob]}\n")
-            except OSError as e:
-                errors.append(f"{path}: {e}")
+            old = _swap(os.path.join(d, knob), settings[knob], errors)
+            if old is not None:
+                before[d][knob] = old
     rec["before"] = before
     after = {}  # type: Dict[str, List[str]]
     for d in before:
@@ -136,27 +128,54 @@ def set_sched_domain(sys_root: str, settings: Optional[Dict[str, Any]]) -> Dict[
                 after[knob].append(val)
     rec["in_force"] = after
     want = {k: [str(v)] for k, v in settings.items() if k in DOMAIN_KNOBS + GLOBAL_KNOBS}
+    return _settle(rec, errors, after == want)
+
+
+def _swap(path: str, value: Any, errors: List[str]) -> Optional[str]:
+    """Write value to path; what was there (stripped), None when the file is
+    absent (said in errors). A failed write is said in errors too, and the
+    old value is still returned: it is what a restore writes back."""
+    old = read_text(path)
+    if old is None:
+        errors.append(f"{path}: absent")
+        return None
+    try:
+        with open(path, "w") as f:
+            f.write(f"{value}\n")
+    except OSError as e:
+        errors.append(f"{path}: {e}")
+    return old.strip()
+
+
+def _settle(rec: Dict[str, Any], errors: List[str], as_asked: bool) -> Dict[str, Any]:
+    """rec with its status: error (what failed), mismatch (written, but not in
+    force as asked) or set."""
     if errors:
         rec["status"], rec["errors"] = "error", errors
-    elif after != want:
-        rec["status"] = "mismatch"
     else:
-        rec["status"] = "set"
+        rec["status"] = "set" if as_asked else "mismatch"
     return rec
+
+
+def _write_back(rec: Dict[str, Any], values: List[Tuple[str, str]]) -> str:
+    """Write each (path, value) a set_* call found back; the restore's status."""
+    if rec.get("status") not in ("set", "mismatch", "error"):
+        return "untouched"
+    for path, val in values:
+        try:
+            with open(path, "w") as f:
+                f.write(val + "\n")
+        except OSError:
+            return "error"
+    return "restored"
 
 
 def restore_sched_domain(rec: Dict[str, Any]) -> str:
     """Write back what set_sched_domain found; the status of the restore."""
-    if rec.get("status") not in ("set", "mismatch", "error"):
-        return "untouched"
-    for d, knobs in rec.get("before", {}).items():
-        for knob, val in knobs.items():
-            try:
-                with open(os.path.join(d, knob), "w") as f:
-                    f.write(val + "\n")
-            except OSError:
-                return "error"
-    return "restored"
+    before = rec.get("before", {})
+    return _write_back(
+        rec, [(os.path.join(d, k), v) for d, knobs in before.items() for k, v in knobs.items()]
+    )
 
 
 # NUMA balancing's time constants (debugfs, CONFIG_NUMA_BALANCING and
@@ -185,36 +204,15 @@ def set_numa_scan(sys_root: str, settings: Optional[Dict[str, Any]]) -> Dict[str
     before = {}  # type: Dict[str, str]
     errors = []  # type: List[str]
     for knob in sorted(settings):
-        path = os.path.join(d, knob)
-        old = read_text(path)
-        if old is None:
-            errors.append(f"{path}: absent")
-            continue
-        before[knob] = old.strip()
-        try:
-            with open(path, "w") as f:
-                f.write(f"{settings[knob]}\n")
-        except OSError as e:
-            errors.append(f"{path}: {e}")
+        old = _swap(os.path.join(d, knob), settings[knob], errors)
+        if old is not None:
+            before[knob] = old
     rec["before"] = before
     rec["in_force"] = {k: (read_text(os.path.join(d, k)) or "").strip() for k in before}
-    if errors:
-        rec["status"], rec["errors"] = "error", errors
-    elif rec["in_force"] != {k: str(v) for k, v in settings.items()}:
-        rec["status"] = "mismatch"
-    else:
-        rec["status"] = "set"
-    return rec
+    return _settle(rec, errors, rec["in_force"] == {k: str(v) for k, v in settings.items()})
 
 
 def restore_numa_scan(rec: Dict[str, Any]) -> str:
     """Write back what set_numa_scan found; the status of the restore."""
-    if rec.get("status") not in ("set", "mismatch", "error"):
-        return "untouched"
-    for knob, val in rec.get("before", {}).items():
-        try:
-            with open(os.path.join(rec["dir"], knob), "w") as f:
-                f.write(val + "\n")
-        except OSError:
-            return "error"
-    return "restored"
+    before = rec.get("before", {})
+    return _write_back(rec, [(os.path.join(rec.get("dir", ""), k), v) for k, v in before.items()])
