@@ -31,7 +31,7 @@ def run_gates(metrics: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     """One row per run: its gate values and whether it passes each gate."""
     mix = metrics[metrics["entity_type"] == "mix"]
     wide = mix.pivot_table(index="run_id", columns="metric", values="value", aggfunc="first")
-    out = runs.set_index("run_id")[["policy", "mix", "repeat", "state"]].astype(object)
+    out = runs.set_index("run_id")[["policy", "mix", "threads", "repeat", "state"]].astype(object)
     out = out.join(wide.reindex(out.index), how="left")
     done = out["state"] == "done"
     regime = done.copy()
@@ -52,7 +52,8 @@ def run_gates(metrics: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
 
 def choose_mix(gates: pd.DataFrame) -> str | None:
     """Rule 1: verdict-b if both its default and excl runs of repeat 100 pass
-    both gates, else verdict-a on the same test, else None (no sweep)."""
+    both gates, else verdict-a on the same test, else None (no sweep). One
+    thread count at a time (amendment 1: 8, then 12)."""
     stage_a = gates[(gates["repeat"] == 100) & gates["policy"].isin(("default", "excl"))]
     for mix in ("verdict-b", "verdict-a"):
         g = stage_a[stage_a["mix"] == mix]
@@ -93,12 +94,18 @@ def main(frames: Path) -> int:
             if c in df.columns:
                 df[c] = df[c].astype(object)
     gates = run_gates(metrics, runs)
-    cols = ["policy", "mix", "repeat", "state", *REGIME, "regime_ok", "xnode_balance",
+    cols = ["policy", "mix", "threads", "repeat", "state", *REGIME, "regime_ok", "xnode_balance",
             *LEADER, "mechanism_ok"]  # fmt: skip
     print("gates per run:")
-    print(gates.reindex(columns=cols).sort_values(["mix", "repeat", "policy"]).to_string())
-    mix = choose_mix(gates)
-    print(f"\nrule 1, mix: {mix or 'none qualifies: no sweep on these mixes'}")
+    print(gates.reindex(columns=cols).sort_values(["threads", "mix", "policy"]).to_string())
+    mix = None
+    for t in sorted(set(gates["threads"])):
+        mix = choose_mix(gates[gates["threads"] == t])
+        print(f"\nrule 1 at {t} threads, mix: {mix or 'none qualifies: no sweep on these mixes'}")
+        if mix is not None:
+            gates = gates[gates["threads"] == t]
+            metrics = metrics[metrics["threads"] == t]
+            break
     if mix is None:
         return 0
     d = endpoint(metrics, mix)
