@@ -30,6 +30,7 @@ import pandas as pd
 
 from ..sweep.atomic import atomic_path
 from ..sweep.point import ID_LEN_DIR, canonical_json, point_id
+from ..sweep.point import boot_variant as boot_variant_of
 from ..sweep.rundir import read_object, status_problem
 from .daemons import bridge_host_s_in_roi, daemon_rows
 from .gem5stats import (
@@ -392,7 +393,7 @@ def boot_variant(point: dict[str, Any]) -> int | None:
     if point.get("backend") != "gem5" or not isinstance(m, dict) or not isinstance(r, int):
         return None
     n = m.get("boot_checkpoints", 1)
-    return r % n if isinstance(n, int) and n >= 1 else None
+    return boot_variant_of(r, m) if isinstance(n, int) and n >= 1 else None
 
 
 def identity_columns(point: dict[str, Any], prov: dict[str, Any]) -> dict[str, Any]:

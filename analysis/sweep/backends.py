@@ -38,6 +38,7 @@ from . import provenance as pv
 from . import staging
 from .atomic import write_text_atomic
 from .point import Provenance, SweepPoint, canonical_json
+from .point import boot_variant as boot_variant_of
 from .spec import topology_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -320,9 +321,8 @@ def gem5_args(
 
 
 def boot_variant(point: SweepPoint) -> int:
-    """Which of the machine's boot checkpoints a point restores: repeat % n
-    (spec machine.boot_checkpoints; 0 for a single checkpoint)."""
-    return point.repeat % int(point.machine.get("boot_checkpoints", 1))
+    """Which of the machine's boot checkpoints a point restores (point.boot_variant)."""
+    return boot_variant_of(point.repeat, point.machine)
 
 
 def gem5_command(

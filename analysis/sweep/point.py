@@ -31,6 +31,12 @@ STOCK_KERNEL = "stock"
 ID_LEN_DIR = 16  # run directory name = first 16 hex digits of the run id
 
 
+def boot_variant(repeat: int, machine: dict[str, Any]) -> int:
+    """Which of a machine's boot checkpoints repeat ``repeat`` restores:
+    repeat % machine.boot_checkpoints (absent: 1 checkpoint, variant 0)."""
+    return repeat % int(machine.get("boot_checkpoints", 1))
+
+
 def canonical_json(obj: Any) -> str:
     return json.dumps(
         obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
