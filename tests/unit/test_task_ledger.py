@@ -30,7 +30,8 @@ def kernel_defines() -> dict[str, int]:
     text = patches[0].read_text()
     out = {}
     for name, expr in re.findall(r"^\+#define (NUMA_LB_M5_\w+)\s+(.+)$", text, re.M):
-        out[name] = eval(expr.replace("U", ""), {})  # noqa: S307 - constants of our patch
+        expr = re.sub(r"BIT\((\d+)\)", r"(1 << \1)", expr).replace("U", "")
+        out[name] = eval(expr, {})  # noqa: S307 - constants of our patch
     return out
 
 
