@@ -48,7 +48,7 @@ def load_job(job: Dict[str, Any]) -> Dict[str, Any]:
         "schema", "run_id", "policy", "numa_balancing", "strict_policy", "pinning",
         "pin_threads", "sample_interval_s", "read_sched", "timeout_s", "parsec",
         "bin_dir", "programs", "restore_sysctls", "seed", "sched_domain", "daemon_params",
-        "warmup_s",
+        "warmup_s", "numa_balancing_scan",
     }  # fmt: skip
     unknown = sorted(set(job) - known)
     if unknown:
@@ -93,6 +93,7 @@ def load_job(job: Dict[str, Any]) -> Dict[str, Any]:
     if out["daemon_params"] is not None and pol not in DAEMON_POLICIES:
         raise JobError(f"daemon_params given, but policy {pol!r} has no daemon {DAEMON_POLICIES}")
     out["sched_domain"] = sched_domain_settings(_get(job, "sched_domain", dict, None))
+    out["numa_balancing_scan"] = numa_scan_settings(_get(job, "numa_balancing_scan", dict, None))
     if out["seed"] is not None and not 0 <= out["seed"] < 2**32:
         raise JobError("seed must be an integer in 0..2**32-1")
     if out["numa_balancing"] not in (None, 0, 1):
@@ -172,6 +173,50 @@ def sched_domain_settings(d: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any
         raise JobError("sched_domain names no knob")
     if out.get("min_interval", 1) > out.get("max_interval", 100000):
         raise JobError("sched_domain.min_interval is above max_interval")
+    return out
+
+
+# NUMA balancing's time constants (kernel/sched/fair.c; in 6.1 the debugfs
+# files /sys/kernel/debug/sched/numa_balancing/<key>, kernel/sched/debug.c):
+# key -> the most accepted (6.1's defaults: 1000, 1000, 60000 ms, 256 MB).
+# The kernel takes any u32 there (debugfs_create_u32, no bounds), but
+# scan_size_mb 0 divides by zero in task_scan_min() (the pre-5.13 sysctl had
+# a minimum of 1); the upper bounds are ours: 1000 s is far beyond any ROI
+# and keeps the period's doubling (numa_scan_period << 1) from overflowing.
+NUMA_SCAN_KNOBS = {
+    "scan_delay_ms": 1000000,
+    "scan_period_min_ms": 1000000,
+    "scan_period_max_ms": 1000000,
+    "scan_size_mb": 65536,
+}  # type: Dict[str, int]
+
+
+def numa_scan_problem(key: str, value: Any) -> Optional[str]:
+    """Why @value cannot be NUMA balancing's @key (None: it can)."""
+    if key not in NUMA_SCAN_KNOBS:
+        return f"unknown key (allowed: {', '.join(NUMA_SCAN_KNOBS)})"
+    most = NUMA_SCAN_KNOBS[key]
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+        return f"must be an integer in 1..{most}, got {value!r}"
+    return None
+
+
+def numa_scan_settings(d: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    """{"scan_delay_ms": 10, "scan_period_min_ms": 10, ...}: NUMA balancing's
+    scan delay, periods and scan size, written to debugfs for the run (the
+    keys given; the others keep the kernel's values); None: untouched."""
+    if d is None:
+        return None
+    if not d:
+        raise JobError("numa_balancing_scan names no knob")
+    out = {}  # type: Dict[str, Any]
+    for k in sorted(d):
+        problem = numa_scan_problem(k, d[k])
+        if problem:
+            raise JobError(f"numa_balancing_scan.{k}: {problem}")
+        out[k] = d[k]
+    if out.get("scan_period_min_ms", 0) > out.get("scan_period_max_ms", 1000000):
+        raise JobError("numa_balancing_scan.scan_period_min_ms is above scan_period_max_ms")
     return out
 
 

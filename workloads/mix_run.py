@@ -41,7 +41,9 @@ from mix_sysctl import (
     SCHEDSTATS_SYSCTL,
     domain_names,
     read_sysctl,
+    restore_numa_scan,
     restore_sched_domain,
+    set_numa_scan,
     set_sched_domain,
     set_sysctl,
 )
@@ -101,6 +103,9 @@ def run_mix(
     # balancing intervals scaled to the ROI (a methodological setting of the
     # spec, the same for every policy): not applied is not the asked-for run
     dom = set_sched_domain(sys_root, job["sched_domain"])
+    # NUMA balancing's scan delay, periods and size, scaled alike (written
+    # before any program's mm exists: the delay is read when it is set up)
+    nbs = set_numa_scan(sys_root, job["numa_balancing_scan"])
     fatal = None
     if job["strict_policy"] and job["policy"] is not None and pol["status"] != "set":
         fatal = f"strict_policy: {pol['name']} could not be set ({pol['status']})"
@@ -110,6 +115,15 @@ def run_mix(
         fatal = f"policy stock needs the unmodified kernel, but this one has {pol['name']}"
     elif dom["status"] not in ("set", "untouched"):
         fatal = f"sched_domain {job['sched_domain']} not applied ({dom['status']})"
+    elif nbs["status"] not in ("set", "untouched"):
+        why = {
+            "absent": f"no {nbs.get('dir')}: debugfs not mounted or no CONFIG_NUMA_BALANCING",
+            "error": "; ".join(nbs.get("errors", [])),
+            "mismatch": f"in force {nbs.get('in_force')}",
+        }.get(nbs["status"], "")
+        fatal = (
+            f"numa_balancing_scan {job['numa_balancing_scan']} not applied ({nbs['status']}: {why})"
+        )
 
     w.write(
         {
@@ -132,6 +146,7 @@ def run_mix(
             "numa_balancing": nb,
             "sched_schedstats": sst,
             "sched_domain": {k: v for k, v in dom.items() if k != "before"},
+            "numa_balancing_scan": nbs,
             "pinning": job["pinning"],
             "pin_threads": job["pin_threads"],
             "sample_interval_s": job["sample_interval_s"],
@@ -140,6 +155,7 @@ def run_mix(
     )
     if fatal:
         restore_sched_domain(dom)
+        restore_numa_scan(nbs)
         errors.append(fatal)
         w.write({"type": "run_end", "run_id": rid, "status": "failed", "errors": errors})
         w.close()
@@ -202,6 +218,8 @@ def run_mix(
     if job["restore_sysctls"]:
         if dom["status"] != "untouched":
             restored["sched_domain"] = restore_sched_domain(dom)
+        if nbs["status"] != "untouched":
+            restored["numa_balancing_scan"] = restore_numa_scan(nbs)
         for rec, path in ((pol, POLICY_SYSCTL), (nb, NUMAB_SYSCTL), (sst, SCHEDSTATS_SYSCTL)):
             if rec["status"] == "set" and rec["before"] is not None:
                 restored[rec["name"]] = set_sysctl(sysctl_root, path, rec["before"])["status"]

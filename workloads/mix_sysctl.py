@@ -157,3 +157,64 @@ def restore_sched_domain(rec: Dict[str, Any]) -> str:
             except OSError:
                 return "error"
     return "restored"
+
+
+# NUMA balancing's time constants (debugfs, CONFIG_NUMA_BALANCING and
+# CONFIG_SCHED_DEBUG; 6.1 kernel/sched/debug.c): the scan delay and periods a
+# study may scale with its ROI like the balancing intervals (docs/DESIGN.md,
+# "Time scale"). Global, read when a process's mm is set up (the delay) and
+# at each scan, so they are written before the programs start.
+NUMA_SCAN_DIR = SCHED_DEBUG + "/numa_balancing"
+
+
+def set_numa_scan(sys_root: str, settings: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    """Write @settings (mix_job.numa_scan_settings) into debugfs' numa_balancing
+    directory and read them back.
+
+    The record keeps each file's previous value ("before": to restore it and
+    to show what the kernel had) and the values in force after the write."""
+    rec = {"requested": settings}  # type: Dict[str, Any]
+    if not settings:
+        rec["status"] = "untouched"
+        return rec
+    d = os.path.join(sys_root, NUMA_SCAN_DIR)
+    rec["dir"] = d
+    if not os.path.isdir(d):  # debugfs not mounted, or no CONFIG_NUMA_BALANCING
+        rec["status"] = "absent"
+        return rec
+    before = {}  # type: Dict[str, str]
+    errors = []  # type: List[str]
+    for knob in sorted(settings):
+        path = os.path.join(d, knob)
+        old = read_text(path)
+        if old is None:
+            errors.append(f"{path}: absent")
+            continue
+        before[knob] = old.strip()
+        try:
+            with open(path, "w") as f:
+                f.write(f"{settings[knob]}\n")
+        except OSError as e:
+            errors.append(f"{path}: {e}")
+    rec["before"] = before
+    rec["in_force"] = {k: (read_text(os.path.join(d, k)) or "").strip() for k in before}
+    if errors:
+        rec["status"], rec["errors"] = "error", errors
+    elif rec["in_force"] != {k: str(v) for k, v in settings.items()}:
+        rec["status"] = "mismatch"
+    else:
+        rec["status"] = "set"
+    return rec
+
+
+def restore_numa_scan(rec: Dict[str, Any]) -> str:
+    """Write back what set_numa_scan found; the status of the restore."""
+    if rec.get("status") not in ("set", "mismatch", "error"):
+        return "untouched"
+    for knob, val in rec.get("before", {}).items():
+        try:
+            with open(os.path.join(rec["dir"], knob), "w") as f:
+                f.write(val + "\n")
+        except OSError:
+            return "error"
+    return "restored"

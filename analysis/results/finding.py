@@ -74,6 +74,11 @@ def machines_with_mix(mx: pd.DataFrame) -> list[str]:
         sc = ["kernel defaults" if x is None or x != x else str(x) for x in mx["sched_scale"]]
         if len(set(sc)) > 1:
             labels = [f"{m} [{x}]" for m, x in zip(labels, sc, strict=True)]
+    # ... and NUMA balancing's scan time constants when runs set different ones
+    if "nb_scan" in mx.columns:
+        nbs = ["kernel scan" if x is None or x != x else str(x) for x in mx["nb_scan"]]
+        if len(set(nbs)) > 1:
+            labels = [f"{m} [{x}]" for m, x in zip(labels, nbs, strict=True)]
     # ... and the ROI CPU model (in-order timing vs out-of-order) when it differs
     if "cpu_roi" in mx.columns:
         # frames kept before the column: every gem5 run so far had the timing CPU

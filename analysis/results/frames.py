@@ -48,6 +48,7 @@ from .metrics import (
     gem5_input_problems,
     gem5_metrics,
     guest_metrics,
+    nb_scan_label,
     sched_scale_label,
 )
 from .run_phases import PHASE_COLS, phase_columns
@@ -477,6 +478,8 @@ def point_value(point: dict[str, Any], col: str) -> Any:
     jo = jo if isinstance(jo, dict) else {}
     if col == "sched_scale":  # derived from the job option sched_domain
         return sched_scale_label(jo.get("sched_domain"))
+    if col == "nb_scan":  # derived from the job option numa_balancing_scan
+        return nb_scan_label(jo.get("numa_balancing_scan"))
     if col == "cpu_roi":  # only gem5 has a ROI CPU model (QEMU runs the guest as it is)
         cpu = point.get("cpu")
         return cpu.get("roi") if point.get("backend") == "gem5" and isinstance(cpu, dict) else None
@@ -579,6 +582,7 @@ def tidy_metrics(metrics: pd.DataFrame) -> pd.DataFrame:
         "kernel_variant",
         "pinning",
         "sched_scale",
+        "nb_scan",
         "cpu_roi",
     ):
         metrics[c] = metrics[c].astype("category")

@@ -143,6 +143,11 @@ page_faults          mix: /proc/vmstat pgfault delta (whole guest); when the ker
 major_faults         mix: pgmajfault delta (same fallback); program: majflt.
 page_migrations      /proc/vmstat pgmigrate_success delta (numa_pages_migrated
                      when pgmigrate_success is absent).
+numa_pte_updates,    NUMA balancing at work, mix: the /proc/vmstat deltas
+numa_hint_faults     numa_pte_updates (PTEs its scanner made PROT_NONE: the scan
+                     ran) and numa_hint_faults (faults they caused: the input of
+                     its placement and page migration); absent without
+                     CONFIG_NUMA_BALANCING, 0 with kernel.numa_balancing = 0.
 daemon_samples,      the user-level policies (daemons/, analysis/results/daemons.py),
 daemon_decisions,    mix level, from guest/daemon-<policy>.jsonl: counter samples the
 daemon_thread_moves  daemon took, decisions it logged, threads it pinned
@@ -294,6 +299,8 @@ _M = [
     Metric("page_faults", "", "page faults", "lower"),
     Metric("major_faults", "", "major page faults", "lower"),
     Metric("page_migrations", "", "page migrations", "lower"),
+    Metric("numa_pte_updates", "", "PTEs marked by NUMA balancing's scan", ""),
+    Metric("numa_hint_faults", "", "NUMA balancing hint faults", ""),
     Metric("numa_factor_measured", "", "measured NUMA factor", ""),
     Metric("programs_failed", "", "failed programs", "lower"),
     Metric("sim_speed_ips", "inst/s", "simulation speed (ROI inst per host s)", "higher", True),
@@ -354,6 +361,9 @@ def guest_metrics(g: GuestResults, mix: str) -> list[Row]:
         pm = _f(vm.get("numa_pages_migrated"))
     if pm is not None:
         rows.append(("mix", mix, "page_migrations", pm))
+    for k in ("numa_pte_updates", "numa_hint_faults"):
+        if (v := _f(vm.get(k))) is not None:
+            rows.append(("mix", mix, k, v))
     for k, v in schedstat_numa(end.get("schedstat") or {}).items():
         rows.append(("mix", mix, k, v))
     for k, v in sched_regime(end.get("schedstat") or {}).items():
@@ -757,6 +767,9 @@ SPEC_COLS = [
     "pinning",  # job option (point.job_options), an axis for the positive control
     "warmup_s",  # job option: timing-CPU warm-up before the ROI (gem5); apart, never averaged
     "sched_scale",  # job option sched_domain, as sched_scale_label(): apart, never averaged
+    # job option numa_balancing_scan, as nb_scan_label(): apart, never averaged
+    # (frames kept before it have no such column: read_frames adds it, empty)
+    "nb_scan",
     "cpu_roi",  # gem5's CPU model in the ROI (spec cpu.roi; None off gem5): apart, never averaged
 ]
 # The spec columns that are job options (point.job_options), not point fields.
@@ -778,6 +791,27 @@ def sched_scale_label(sd: Any) -> str | None:
     if isinstance(sd.get("migration_cost_ns"), int | float):
         parts.append(f"mc={sd['migration_cost_ns'] / 1e6:g}ms")
     return " ".join(parts)
+
+
+def nb_scan_label(scan: Any) -> str | None:
+    """NUMA balancing's time constants a run set (job option numa_balancing_scan)
+    in one short label, e.g. "delay=10ms period=5-20ms size=64MB"; None: the
+    kernel's (6.1: delay 1000 ms, period 1000-60000 ms, 256 MB)."""
+    if not isinstance(scan, dict) or not scan:
+        return None
+    parts = []
+    if "scan_delay_ms" in scan:
+        parts.append(f"delay={scan['scan_delay_ms']}ms")
+    lo, hi = scan.get("scan_period_min_ms"), scan.get("scan_period_max_ms")
+    if lo is not None and hi is not None:
+        parts.append(f"period={lo}-{hi}ms")
+    elif lo is not None:
+        parts.append(f"period_min={lo}ms")
+    elif hi is not None:
+        parts.append(f"period_max={hi}ms")
+    if "scan_size_mb" in scan:
+        parts.append(f"size={scan['scan_size_mb']}MB")
+    return " ".join(parts) or None
 
 
 # Those that identify a configuration: everything but the treatment (policy and

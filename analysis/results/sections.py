@@ -326,13 +326,13 @@ def finding_section(
 
 
 # ------------------------------------------------------------------ verdict
-VERDICT_EXTRA_COLS = ("kernel_variant", "pinning", "sched_scale", "cpu_roi")
+VERDICT_EXTRA_COLS = ("kernel_variant", "pinning", "sched_scale", "nb_scan", "cpu_roi")
 VERDICT_MAX_DRAWN = 6  # configurations in the secondary table and the forest plot
 
 
 def _verdict_labels(vs: list[verdict.Verdict]) -> list[str]:
     """cfg_label of each verdict's configuration, with the columns it does not
-    show (kernel variant, pinning, time scale, CPU model) added where the
+    show (kernel variant, pinning, time scales, CPU model) added where the
     configurations differ in them."""
     vary = [c for c in VERDICT_EXTRA_COLS
             if len({str(v.config.get(c)) for v in vs}) > 1]  # fmt: skip

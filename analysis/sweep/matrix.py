@@ -195,6 +195,7 @@ def guest_job(point: SweepPoint, rid: str) -> dict[str, Any]:
         "read_sched": o["read_sched"],
         "timeout_s": o["timeout_s"],
         "sched_domain": o.get("sched_domain"),
+        **_numa_scan(o.get("numa_balancing_scan")),
         **_daemon_params(point.policy, o.get("daemon_params")),
         "parsec": {
             "root": o["parsec_root"],
@@ -203,6 +204,11 @@ def guest_job(point: SweepPoint, rid: str) -> dict[str, Any]:
         },
         "programs": [dict(p) for p in point.programs],
     }
+
+
+def _numa_scan(given: dict[str, Any] | None) -> dict[str, Any]:
+    """NUMA balancing's scan settings for a job: absent when the spec has none."""
+    return {} if given is None else {"numa_balancing_scan": dict(given)}
 
 
 def _daemon_params(policy: str, given: dict[str, Any] | None) -> dict[str, Any]:

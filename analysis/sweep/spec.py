@@ -176,6 +176,10 @@ _SECTIONS: dict[str, dict[str, Any]] = {
         # per user-level policy, overrides of its daemon's defaults (the papers'
         # periods are seconds; gem5 ROIs last milliseconds): {imar2 = {...}}
         "daemon_params": None,
+        # NUMA balancing's scan delay, periods and size, scaled to the ROI like
+        # the intervals: {scan_delay_ms, scan_period_min_ms, scan_period_max_ms,
+        # scan_size_mb} (debugfs sched/numa_balancing; absent: the kernel's)
+        "numa_balancing_scan": None,
     },
     "resources": {
         "cpus_per_run": 1,
@@ -612,6 +616,29 @@ def _validate_machine(m: dict[str, Any]) -> dict[str, Any]:
     return m
 
 
+def _numa_scan(d: Any) -> dict[str, Any]:
+    """job.numa_balancing_scan checked key by key (mix_job's rules, the guest's own)."""
+    where = "job.numa_balancing_scan"
+    _check_type(where, d, dict,
+                "a table such as { scan_delay_ms = 10, scan_period_min_ms = 10, "
+                "scan_period_max_ms = 100, scan_size_mb = 16 }")  # fmt: skip
+    if not d:
+        raise SpecError(where, "names no knob", list(mix_job.NUMA_SCAN_KNOBS))
+    for k, v in d.items():
+        if k not in mix_job.NUMA_SCAN_KNOBS:
+            raise SpecError(f"{where}.{k}", "unknown key", list(mix_job.NUMA_SCAN_KNOBS))
+        problem = mix_job.numa_scan_problem(k, v)
+        if problem:
+            raise SpecError(f"{where}.{k}", problem)
+    lo, hi = d.get("scan_period_min_ms"), d.get("scan_period_max_ms")
+    if lo is not None and hi is not None and lo > hi:
+        raise SpecError(f"{where}.scan_period_min_ms", f"{lo} is above scan_period_max_ms {hi}")
+    try:
+        return mix_job.numa_scan_settings(d) or {}
+    except mixrunner.JobError as e:  # the guest's validator: the same rules
+        raise SpecError(where, str(e)) from None
+
+
 def _validate_job(j: dict[str, Any]) -> dict[str, Any]:
     _choice("job.pinning", j["pinning"], PINNINGS)
     if j["daemon_params"] is None:
@@ -638,6 +665,10 @@ def _validate_job(j: dict[str, Any]) -> dict[str, Any]:
             j["sched_domain"] = mix_job.sched_domain_settings(j["sched_domain"])
         except mixrunner.JobError as e:
             raise SpecError("job.sched_domain", str(e)) from None
+    if j["numa_balancing_scan"] is None:
+        del j["numa_balancing_scan"]  # absent, not null: the run ids of sweeps without it stay
+    else:
+        j["numa_balancing_scan"] = _numa_scan(j["numa_balancing_scan"])
     _choice("job.parsec_launcher", j["parsec_launcher"], parsec_catalog.LAUNCHERS)
     if j["parsec_launcher"] == "numa-lb":  # our image's build: its own root and config
         if j["parsec_root"] == parsec_catalog.GEM5_PARSEC_ROOT:

@@ -251,6 +251,7 @@ def test_a_warm_up_switches_cpus_before_the_roi(boot: Path, artifacts: dict[str,
     assert roi["roi"]["warmup_ticks"] >= 5e-3 * 1e12  # at least warmup_s of simulated time
 
 
+@pytest.mark.gem5_long  # cpu.post_roi = atomic is opt-in and experimental: not in CI's tier
 def test_the_hand_back_runs_on_the_boot_cpu_after_the_roi(
     boot: Path, artifacts: dict[str, Path], restored: Path
 ) -> None:

@@ -94,6 +94,9 @@ def test_guest_metrics_recomputed_from_raw(path: Path) -> None:
         assert m[("mix", "mix", "page_migrations")] == vm["pgmigrate_success"]
     else:
         assert ("mix", "mix", "page_migrations") not in m or "numa_pages_migrated" in vm
+    # NUMA balancing at work (its scan, the faults it caused): the kernel's counts
+    for k in ("numa_pte_updates", "numa_hint_faults"):
+        assert m.get(("mix", "mix", k)) == vm.get(k)
 
 
 def test_guest_remote_ratio_by_hand_on_the_qemu_run() -> None:

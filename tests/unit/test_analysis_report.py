@@ -27,7 +27,13 @@ from analysis.results.frames import (
     find_runs,
     read_frames,
 )
-from analysis.results.metrics import METRICS, sched_scale_label, summarize, t975
+from analysis.results.metrics import (
+    METRICS,
+    nb_scan_label,
+    sched_scale_label,
+    summarize,
+    t975,
+)
 from analysis.results.reference import cfg_label
 from analysis.results.report import write_report, write_report_from_frames
 from analysis.results.warmup import warmup_effect
@@ -65,6 +71,7 @@ def test_frame_is_tidy_with_spec_columns() -> None:
             point[c] = point["job_options"].get(c)
         # derived from a job option: the balancer's time scale
         point["sched_scale"] = sched_scale_label(point["job_options"].get("sched_domain"))
+        point["nb_scan"] = nb_scan_label(point["job_options"].get("numa_balancing_scan"))
         # gem5's ROI CPU model; none on QEMU
         gem5 = point["backend"] == "gem5"
         point["cpu_roi"] = point["cpu"]["roi"] if gem5 else None
@@ -320,13 +327,37 @@ def test_frames_kept_before_a_spec_column_still_report(tmp_path: Path) -> None:
     fr = build_frames([SWEEP])
     old = tmp_path / "frames"
     old.mkdir()
-    fr.metrics.drop(columns=["warmup_s"]).to_parquet(old / "metrics.parquet", index=False)
-    fr.runs.drop(columns=["warmup_s"]).to_parquet(old / "runs.parquet", index=False)
+    gone = ["warmup_s", "nb_scan"]
+    fr.metrics.drop(columns=gone).to_parquet(old / "metrics.parquet", index=False)
+    fr.runs.drop(columns=gone).to_parquet(old / "runs.parquet", index=False)
     fr.errors.to_parquet(old / "errors.parquet", index=False)
     back = read_frames(old)
-    assert "warmup_s" in back.metrics.columns and back.metrics["warmup_s"].isna().all()
+    for c in gone:
+        assert c in back.metrics.columns and back.metrics[c].isna().all(), c
+        assert c in back.runs.columns, c
     out = write_report_from_frames(old, tmp_path / "rep")
     assert "Warm-up effect" not in out["md"].read_text()
+
+
+def test_runs_with_scaled_numa_scan_are_a_column_of_their_own(tmp_path: Path) -> None:
+    """job option numa_balancing_scan -> the nb_scan column (a label, None when
+    unset); a run with it never pairs with, or averages into, one without."""
+    tree = tmp_path / "sweep"
+    shutil.copytree(SWEEP, tree)
+    scan = {"scan_delay_ms": 10, "scan_period_min_ms": 10, "scan_period_max_ms": 100}
+    for run in find_runs([tree]):
+        spec = json.loads((run / "spec.json").read_text())
+        pt = spec["point"]
+        if pt["policy"] == "excl" and pt["repeat"] == 1:
+            pt["job_options"]["numa_balancing_scan"] = scan
+            (run / "spec.json").write_text(json.dumps(spec))
+            scaled = spec["run_id"]
+    m = build_frames([tree]).metrics
+    lab = {r: x for r, x in zip(m["run_id"], m["nb_scan"].astype(object), strict=True)}
+    assert lab[scaled] == "delay=10ms period=10-100ms"
+    assert all(pd.isna(x) for r, x in lab.items() if r != scaled)
+    sp = m[(m["metric"] == "speedup") & (m["entity_type"] == "mix") & (m["policy"] == "excl")]
+    assert list(sp["repeat"]) == [0]  # excl r1 has no default partner at its scan setting
 
 
 def test_the_baseline_is_named_from_speedup_rows_too() -> None:

@@ -11,7 +11,12 @@ import pandas as pd
 
 from analysis.results import finding
 from analysis.results.guest import parse_results_file
-from analysis.results.metrics import add_speedup, guest_metrics, sched_scale_label
+from analysis.results.metrics import (
+    add_speedup,
+    guest_metrics,
+    nb_scan_label,
+    sched_scale_label,
+)
 
 
 def row(policy: str, f: float, rep: int, metric: str, value: float, **kw: Any) -> dict[str, Any]:
@@ -417,3 +422,27 @@ def test_a_failed_take_check_is_explained_when_the_threads_never_left_home() -> 
     assert ok is not None and ok.passed
     home.loc[0, "home_node_share_min"] = 1.0
     assert "Why the take check failed" not in " ".join(finding.conclusion(imp, ok, None, home=home))
+
+
+def test_nb_scan_label_and_machines_at_different_numa_scans_kept_apart() -> None:
+    """NUMA balancing's scan settings (job option numa_balancing_scan) in one
+    label; runs under two settings are two machines to the finding's tables."""
+    full = {"scan_delay_ms": 10, "scan_period_min_ms": 5, "scan_period_max_ms": 20,
+            "scan_size_mb": 64}  # fmt: skip
+    assert nb_scan_label(full) == "delay=10ms period=5-20ms size=64MB"
+    assert nb_scan_label({"scan_period_min_ms": 5}) == "period_min=5ms"
+    assert nb_scan_label({"scan_period_max_ms": 20}) == "period_max=20ms"
+    assert nb_scan_label(None) is None and nb_scan_label({}) is None
+    scaled = nb_scan_label(full)
+    rows = []
+    for nbs, gain in ((None, 0.9), (scaled, 0.5)):
+        for rep, t in enumerate((10.0, 11.0, 12.0)):
+            rows += [{**row("stock", 1.6, rep, "elapsed_s", t), "nb_scan": nbs},
+                     {**row("excl", 1.6, rep, "elapsed_s", t * gain), "nb_scan": nbs}]  # fmt: skip
+    mx = add_speedup(pd.DataFrame(rows))
+    imp = finding.improvement_by_factor(mx)
+    got = dict(zip(imp["machine"], imp["mean"], strict=True))
+    assert abs(got["f=1.6 [kernel scan]"] - 100 * (1 / 0.9 - 1)) < 0.01
+    assert abs(got[f"f=1.6 [{scaled}]"] - 100.0) < 0.01
+    # one setting only: no mark
+    assert finding.machines_with_mix(pd.DataFrame(rows[:2])) == ["f=1.6", "f=1.6"]

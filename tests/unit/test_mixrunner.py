@@ -696,6 +696,107 @@ def test_sched_domain_not_applied_fails_the_run(
     assert numa.read_text() == "16\n"
 
 
+def fake_numa_scan(root: Path) -> Path:
+    """A /sys tree with 6.1's debugfs numa_balancing directory, the kernel's defaults."""
+    d = root / "kernel/debug/sched/numa_balancing"
+    d.mkdir(parents=True)
+    for knob, v in (("scan_delay_ms", 1000), ("scan_period_min_ms", 1000),
+                    ("scan_period_max_ms", 60000), ("scan_size_mb", 256),
+                    ("hot_threshold_ms", 1000)):  # fmt: skip
+        (d / knob).write_text(f"{v}\n")
+    return root
+
+
+SCAN = {"scan_delay_ms": 10, "scan_period_min_ms": 10, "scan_period_max_ms": 100}
+
+
+def test_numa_scan_knobs_set_read_back_and_restored(tmp_path: Path) -> None:
+    from mix_sysctl import restore_numa_scan, set_numa_scan  # noqa: PLC0415
+
+    sysr = fake_numa_scan(tmp_path / "sys")
+    d = sysr / "kernel/debug/sched/numa_balancing"
+    rec = set_numa_scan(str(sysr), SCAN)
+    assert rec["status"] == "set", rec
+    assert rec["before"] == {"scan_delay_ms": "1000", "scan_period_min_ms": "1000",
+                             "scan_period_max_ms": "60000"}  # fmt: skip
+    assert rec["in_force"] == {k: str(v) for k, v in SCAN.items()}
+    assert (d / "scan_delay_ms").read_text() == "10\n"
+    assert (d / "scan_size_mb").read_text() == "256\n"  # not asked for: untouched
+    assert restore_numa_scan(rec) == "restored"
+    assert (d / "scan_delay_ms").read_text() == "1000\n"
+    assert (d / "scan_period_max_ms").read_text() == "60000\n"
+    assert set_numa_scan(str(sysr), None)["status"] == "untouched"
+    assert restore_numa_scan(set_numa_scan(str(sysr), None)) == "untouched"
+    # no debugfs (or no CONFIG_NUMA_BALANCING): absent, nothing written
+    assert set_numa_scan(str(tmp_path / "nosys"), SCAN)["status"] == "absent"
+    # one file missing: an error naming it; what was written is put back
+    (d / "scan_size_mb").unlink()
+    rec = set_numa_scan(str(sysr), {**SCAN, "scan_size_mb": 16})
+    assert rec["status"] == "error" and "scan_size_mb: absent" in rec["errors"][0]
+    assert restore_numa_scan(rec) == "restored"
+    assert (d / "scan_delay_ms").read_text() == "1000\n"
+
+
+def test_numa_scan_is_loaded_from_a_job() -> None:
+    job = mr.load_job({"numa_balancing_scan": {"scan_size_mb": 16}, "programs": [{"cmd": ["x"]}]})
+    assert job["numa_balancing_scan"] == {"scan_size_mb": 16}
+    assert mr.load_job({"programs": [{"cmd": ["x"]}]})["numa_balancing_scan"] is None
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {},
+        {"scan_delay": 10},
+        {"scan_delay_ms": 0},
+        {"scan_delay_ms": True},
+        {"scan_delay_ms": "10; reboot"},
+        {"scan_period_min_ms": 1.5},
+        {"scan_period_max_ms": 1000001},
+        {"scan_size_mb": 0},
+        {"scan_size_mb": 65537},
+        {"scan_period_min_ms": 100, "scan_period_max_ms": 10},
+        {"hot_threshold_ms": 10},  # a 6.1 file, but not a time constant of the scan
+        [10],
+    ],
+)
+def test_bad_numa_scan_rejected(bad: Any) -> None:
+    with pytest.raises(mr.JobError, match="numa_balancing_scan"):
+        mr.load_job({"numa_balancing_scan": bad, "programs": [{"cmd": ["true"]}]})
+
+
+def test_numa_scan_not_applied_fails_the_run(fake_sysctl: Path, tmp_path: Path) -> None:
+    job = mr.load_job({"run_id": "nbs", "policy": "default", "numa_balancing": 1,
+                       "numa_balancing_scan": SCAN, "timeout_s": 30,
+                       "programs": [{"name": "t", "cmd": ["true"]}]})  # fmt: skip
+    out = tmp_path / "out"
+    rc = mr.run_mix(job, str(out), str(fake_sysctl), str(tmp_path / "nolb"),
+                    sys_root=str(tmp_path / "nosys"))  # fmt: skip
+    recs = records(out)
+    assert rc == 1 and not by_type(recs, "program")
+    err = recs[-1]["errors"][0]
+    assert "numa_balancing_scan" in err and "absent" in err and "debugfs" in err, err
+    assert recs[0]["numa_balancing_scan"]["status"] == "absent"
+    sysr = fake_numa_scan(tmp_path / "sys")
+    out = tmp_path / "out2"
+    rc = mr.run_mix(job, str(out), str(fake_sysctl), str(tmp_path / "nolb"), sys_root=str(sysr))
+    recs = records(out)
+    assert rc == 0, recs[-1]
+    nbs = recs[0]["numa_balancing_scan"]
+    assert nbs["status"] == "set" and nbs["requested"] == SCAN
+    assert nbs["before"]["scan_delay_ms"] == "1000" and nbs["in_force"]["scan_delay_ms"] == "10"
+    assert recs[-1]["sysctls_restored"]["numa_balancing_scan"] == "restored"
+    d = sysr / "kernel/debug/sched/numa_balancing"
+    assert (d / "scan_delay_ms").read_text() == "1000\n"
+    # a job without it leaves the files alone and restores nothing
+    job = mr.load_job({"run_id": "x", "programs": [{"name": "t", "cmd": ["true"]}]})
+    out = tmp_path / "out3"
+    rc = mr.run_mix(job, str(out), str(fake_sysctl), str(tmp_path / "nolb"), sys_root=str(sysr))
+    recs = records(out)
+    assert rc == 0 and recs[0]["numa_balancing_scan"] == {"requested": None, "status": "untouched"}
+    assert "numa_balancing_scan" not in recs[-1]["sysctls_restored"]
+
+
 def test_a_background_program_is_stopped_when_the_others_end(tmp_path: Path) -> None:
     """background: load for the others; the mix ends with its foreground programs,
     the ROI closes before the background one is stopped, and that stop is no failure."""

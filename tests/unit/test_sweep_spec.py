@@ -98,6 +98,48 @@ def test_sensitivity_varies_factor_and_cores() -> None:
         ("sweep.first_repeat=-1", "sweep.first_repeat", "0..100000"),
         ("machine.boot_checkpoints=65", "machine.boot_checkpoints", "1..64"),
         ('machine.boot_checkpoints="3"', "machine.boot_checkpoints", "1..64"),
+        ("job.numa_balancing_scan=10", "job.numa_balancing_scan", "a table"),
+        ("job.numa_balancing_scan={}", "job.numa_balancing_scan", "scan_delay_ms"),
+        (
+            "job.numa_balancing_scan={scan_delay=10}",
+            "job.numa_balancing_scan.scan_delay",
+            "scan_delay_ms, scan_period_min_ms, scan_period_max_ms, scan_size_mb",
+        ),
+        (
+            "job.numa_balancing_scan={scan_delay_ms=0}",
+            "job.numa_balancing_scan.scan_delay_ms",
+            "1..1000000",
+        ),
+        (
+            "job.numa_balancing_scan={scan_size_mb=0}",
+            "job.numa_balancing_scan.scan_size_mb",
+            "1..65536",
+        ),
+        (
+            "job.numa_balancing_scan={scan_size_mb=65537}",
+            "job.numa_balancing_scan.scan_size_mb",
+            "1..65536",
+        ),
+        (
+            'job.numa_balancing_scan={scan_period_min_ms="10"}',
+            "job.numa_balancing_scan.scan_period_min_ms",
+            "an integer",
+        ),
+        (
+            "job.numa_balancing_scan={scan_period_max_ms=1.5}",
+            "job.numa_balancing_scan.scan_period_max_ms",
+            "an integer",
+        ),
+        (
+            "job.numa_balancing_scan={scan_period_max_ms=true}",
+            "job.numa_balancing_scan.scan_period_max_ms",
+            "an integer",
+        ),
+        (
+            "job.numa_balancing_scan={scan_period_min_ms=100, scan_period_max_ms=10}",
+            "job.numa_balancing_scan.scan_period_min_ms",
+            "above scan_period_max_ms",
+        ),
     ],
 )
 def test_validation_names_field_and_allowed_values(override: str, field: str, allowed: str) -> None:
@@ -271,3 +313,23 @@ def test_narrowing_an_axis_on_the_command_line_narrows_the_presets_exclude_rules
     with pytest.raises(SpecError, match="not a value of axes.policy"):
         load_spec(preset="quick", overrides=["axes.numa_factor=1.6",
                                              'exclude=[{policy = ["tm"]}]'])  # fmt: skip
+
+
+def test_numa_balancing_scan_reaches_the_job_and_is_absent_otherwise() -> None:
+    """job.numa_balancing_scan: in the points and the guest job when set; absent
+    from both (not null) when not, so the run ids of sweeps without it stay."""
+    s = load_spec(preset="quick")
+    assert "numa_balancing_scan" not in s.job
+    p = points(s, "qemu")[0]
+    assert "numa_balancing_scan" not in p.job_options
+    assert "numa_balancing_scan" not in guest_job(p, "rid")
+    scan = "{scan_delay_ms=10, scan_period_min_ms=10, scan_period_max_ms=100, scan_size_mb=16}"
+    s = load_spec(preset="quick", overrides=[f"job.numa_balancing_scan={scan}"])
+    want = {"scan_delay_ms": 10, "scan_period_min_ms": 10, "scan_period_max_ms": 100,
+            "scan_size_mb": 16}  # fmt: skip
+    p = points(s, "qemu")[0]
+    assert p.job_options["numa_balancing_scan"] == want
+    job = guest_job(p, "rid")
+    assert job["numa_balancing_scan"] == want
+    # the guest's own validator takes the job as it is
+    assert mixrunner.load_job(job)["numa_balancing_scan"] == want
