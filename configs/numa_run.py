@@ -252,6 +252,7 @@ def main() -> None:
         tick_limit=tick_limit,
         set_max_ticks=lambda ticks: simulator.set_max_ticks(ticks),
         sample=bridge.sample if bridge else None,
+        switch=bridge.ledger.on_switch if bridge else None,
         before_reset=bridge.before_reset if bridge else None,
         after_roi=(lambda: back_to_boot_cpu(board, processor))
         if args.cpu_post_roi == "atomic"

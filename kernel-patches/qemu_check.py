@@ -99,6 +99,11 @@ SYSCTL_WRITES = {
     "tail": "EINVAL",  # "tm\nx": nothing may follow the newline
     "newline": "ok",  # "excl\n": one trailing newline is fine
 }
+# kernel.numa_lb_m5_switch (patch 0024) on a QEMU boot, which has no numa_lb_m5=1
+M5_SWITCH_WANT = {
+    "m5_initial": "0", "m5_mode": "644", "m5_on": "ENODEV", "m5_two": "EINVAL",
+    "m5_off": "ok", "m5_unprivileged": "EACCES", "m5_after": "0",
+}  # fmt: skip
 KMSG_TAIL = re.compile(r"\[\s*\d+\.\d{6}\].*$")
 SPLAT = re.compile(
     r"WARNING:|BUG:|possible circular locking|inconsistent lock state|"
@@ -368,6 +373,9 @@ def sysctl_problems(run: GuestRun) -> list[str]:
         bad.append(f"unprivileged write changed the policy: {run.sysctl}")
     if run.sysctl.get("reset") != "default":
         bad.append(f"policy not back to default: {run.sysctl.get('reset')}")
+    m5 = {k: run.sysctl.get(k) for k in M5_SWITCH_WANT}
+    if m5 != M5_SWITCH_WANT:
+        bad.append(f"kernel.numa_lb_m5_switch: {m5} (want {M5_SWITCH_WANT})")
     return bad
 
 

@@ -52,12 +52,14 @@ from pathlib import Path
 from typing import Any
 
 from .ruby_requests import remote_requests
+from .task_ledger import TaskLedger
 
 SAMPLE_WORK_ID = 3  # 1: the mix runner's ROI, 2: PARSEC's hooks
 RECORD_NAME = "counter_bridge.json"
 READFILE_NAME = "readfile.bin"  # the file gem5 serves to m5 readfile (job first, then replies)
 REPLY_SCHEMA = 1
 COST_KEEP = 100_000  # per-sample records kept in counter_bridge.json
+COUNTER_KEYS = ("insts", "llc_misses", "busy_cycles")  # per core, in a reply
 
 _CPU_IDX = re.compile(r"(\d+)\.core\.")
 _CACHE_IDX = re.compile(r"(?:core_caches|l1_cntrl|L1Cache_Controller)(\d+)\.")
@@ -148,6 +150,9 @@ class CounterBridge:
         self.dropped = 0  # samples beyond COST_KEEP: counted, not itemised
         self.errors = 0
         self.lost: str | None = None  # why the counts before a reset could not be kept
+        self._per_core: list[tuple[list[Any], list[Any]]] | None = None
+        # per-task counts from the guest's switch marks (task_ledger.py)
+        self.ledger = TaskLedger(self.core_totals, self.ncpus)
 
     # --------------------------------------------------------------- reading
     def index(self) -> dict[str, Any]:
@@ -192,6 +197,32 @@ class CounterBridge:
             busy[cpu] = self._busy(idx, stats_prefix(prefix), now)
         return {"tick": now, "insts": insts, "llc_misses": llc, "busy_cycles": busy,
                 "mem": self._mem_matrix()}  # fmt: skip
+
+    def _core_infos(self) -> list[tuple[list[Any], list[Any]]]:
+        """Per cpu: its instruction counters (every CPU object of the core)
+        and its LLC's miss counters, resolved once."""
+        if self._per_core is None:
+            per: list[tuple[list[Any], list[Any]]] = [([], []) for _ in range(self.ncpus)]
+            for name, info in self.index().items():
+                pat, k = (_CPU_IDX, 0) if name.endswith(INSTS) else (_CACHE_IDX, 1)
+                if not name.endswith((INSTS, LLC_MISSES)):
+                    continue
+                m = pat.search(name)
+                if m and int(m.group(1)) < self.ncpus:
+                    per[int(m.group(1))][k].append(info)
+            self._per_core = per
+        return self._per_core
+
+    def core_totals(self, cpu: int) -> tuple[float, float, float]:
+        """One CPU's (insts, llc_misses, busy_cycles) since the bridge began
+        (offsets of earlier stats resets added): what a switch mark reads."""
+        insts, llc = self._core_infos()[cpu]
+        now = self.tick()
+        busy = self._busy(self.index(), stats_prefix(self.active_cores()[cpu]), now)
+        vals = [sum(float(i.value) for i in insts), sum(float(i.value) for i in llc), busy]
+        if self.offsets is not None:
+            vals = [v + self.offsets[k][cpu] for v, k in zip(vals, COUNTER_KEYS, strict=True)]
+        return vals[0], vals[1], vals[2]
 
     def _busy(self, idx: dict[str, Any], core: str, now: int) -> float:
         """Busy cycles since the last reset of the active CPU ``core`` (a stats
@@ -239,7 +270,7 @@ class CounterBridge:
         if self.offsets is None:
             self.offsets = cur
         else:
-            for k in ("insts", "llc_misses", "busy_cycles"):
+            for k in COUNTER_KEYS:
                 self.offsets[k] = [a + b for a, b in zip(self.offsets[k], cur[k], strict=True)]
             a, b = self.offsets["mem"].get("matrix"), cur["mem"].get("matrix")
             if a is not None and b is not None:
@@ -274,6 +305,8 @@ class CounterBridge:
             out["mem_reason"] = cur["mem"].get("reason")
         else:
             out["mem_consistent"] = cur["mem"].get("consistent")
+        if self.ledger.marks:  # the guest marks its switches: counts per task too
+            out.update(self.ledger.snapshot())
         return out
 
     def sample(self) -> None:
@@ -312,7 +345,8 @@ class CounterBridge:
             "host_ms_mean": round(sum(ms) / len(ms), 3) if ms else None,
             "host_ms_max": round(max(ms), 3) if ms else None,
             "samples_in_roi": len(roi), "host_s_in_roi": round(sum(roi) / 1e3, 6),
-            "stats_resets": self.resets, "per_sample": self.samples,
+            "stats_resets": self.resets, "switches": self.ledger.record(),
+            "per_sample": self.samples,
         }  # fmt: skip
 
     def write_record(self) -> None:

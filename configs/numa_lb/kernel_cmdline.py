@@ -104,6 +104,9 @@ def guest_args(
         args += gem5_timing_args(clock_hz, kernel_hz)
         args += [
             "numa_lb.backend=gem5",
+            # lets the daemons turn on the kernel's context-switch marks
+            # (kernel.numa_lb_m5_switch: an m5 op, an invalid opcode elsewhere)
+            "numa_lb_m5=1",
             # The kernel hands unknown key=value arguments to init as environment.
             # Python's start-up reads /dev/urandom for its hash seed before the init
             # can seed the kernel's RNG, and that first read busy-waits for entropy

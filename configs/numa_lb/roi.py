@@ -144,6 +144,7 @@ class RoiProtocol:
         tick_limit: int | None = None,
         set_max_ticks: Callable[[int], None] | None = None,
         sample: Callable[[], None] | None = None,
+        switch: Callable[[int], bool] | None = None,
         before_reset: Callable[[], None] | None = None,
         after_roi: Callable[[], None] | None = None,
         phase: Callable[[str], None] | None = None,
@@ -165,6 +166,9 @@ class RoiProtocol:
         self._set_max_ticks = set_max_ticks
         # the counter bridge: answers work id SAMPLE_WORK_ID; told before a reset
         self._sample = sample
+        # the guest's context-switch marks (task_ledger.py): work ids >= 2^30
+        self._switch = switch
+        self.switch_marks = 0
         self._before_reset = before_reset
         # called once after the ROI's statistics are dumped (the post-ROI CPU)
         self._after_roi = after_roi
@@ -228,6 +232,9 @@ class RoiProtocol:
         wid = self._work_id() if self._work_id is not None else self._roi_work_id
         if wid == self._roi_work_id:
             return False
+        if name == "workbegin" and self._switch is not None and self._switch(wid):
+            self.switch_marks += 1  # one per context switch: not an event record each
+            return True
         if wid == SAMPLE_WORK_ID and self._sample is not None and name == "workbegin":
             self._sample()
             self.samples += 1

@@ -74,6 +74,14 @@ echo "SYSCTL unprivileged=$(/bin/numa_lb_stress unpriv-write $sysctl) after_unpr
 echo "SYSCTL write_newline=$(/bin/numa_lb_stress sysctl-write $sysctl newline) after_newline=$(cat $sysctl)"
 echo default > $sysctl
 echo "SYSCTL reset=$(cat $sysctl)"
+# The gem5 context-switch marks (patch 0024): QEMU boots without numa_lb_m5=1,
+# so turning them on fails with ENODEV; 2 is EINVAL; non-root cannot open it.
+m5=/proc/sys/kernel/numa_lb_m5_switch
+if [ -e $m5 ]; then
+	echo "SYSCTL m5_initial=$(cat $m5) m5_mode=$(stat -c %a $m5) m5_on=$(/bin/numa_lb_stress sysctl-set $m5 1) m5_two=$(/bin/numa_lb_stress sysctl-set $m5 2) m5_off=$(/bin/numa_lb_stress sysctl-set $m5 0) m5_unprivileged=$(/bin/numa_lb_stress unpriv-write $m5) m5_after=$(cat $m5)"
+else
+	echo "SYSCTL m5=absent"
+fi
 # numa_lb_migrations, numa_lb_threads and numa_rss take numa_maps' access
 # check, at open time
 for f in numa_lb_migrations numa_lb_threads numa_rss numa_maps; do

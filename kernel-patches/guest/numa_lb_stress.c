@@ -20,6 +20,7 @@
  *   numa_lb_stress numa-pages <MiB> <seconds> <tag>
  *   numa_lb_stress sysctl-write <sysctl file> <case>
  *   numa_lb_stress unpriv-write <sysctl file>
+ *   numa_lb_stress sysctl-set <sysctl file> <value>
  *   numa_lb_stress unpriv-read <proc file>
  *   numa_lb_stress exec-read
  *   numa_lb_stress accounting <tag>
@@ -113,6 +114,8 @@ static const char *errno_name(int err)
 	case EPERM: return "EPERM";
 	case ESRCH: return "ESRCH";
 	case ENOENT: return "ENOENT";
+	case ENODEV: return "ENODEV";
+	case ERANGE: return "ERANGE";
 	default: return strerror(err);
 	}
 }
@@ -1284,6 +1287,22 @@ static int accounting(void *arg)
 	return bad;
 }
 
+/* Write @val to the sysctl @path in one write; print ok or the errno. */
+static int sysctl_set(const char *path, const char *val)
+{
+	int fd = open(path, O_WRONLY);
+	ssize_t n;
+
+	if (fd < 0) {
+		printf("%s\n", errno_name(errno));
+		return 1;
+	}
+	n = write(fd, val, strlen(val));
+	printf("%s\n", n < 0 ? errno_name(errno) : "ok");
+	close(fd);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static struct stress_args a;
@@ -1295,6 +1314,8 @@ int main(int argc, char **argv)
 		return unpriv_read(argv[2]);
 	if (argc == 4 && !strcmp(argv[1], "sysctl-write"))
 		return sysctl_write(argv[2], argv[3]);
+	if (argc == 4 && !strcmp(argv[1], "sysctl-set"))
+		return sysctl_set(argv[2], argv[3]);
 	if (argc >= 2 && argc <= 3 && !strcmp(argv[1], "exec-read"))
 		return exec_read(argc, argv);
 	if (argc == 3 && !strcmp(argv[1], "accounting")) {
