@@ -10,7 +10,7 @@ runs nothing. Stdlib only, Python >= 3.6 (see mixrunner.py).
 
 import os
 import re
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple  # noqa: F401 (Tuple: type comments)
 
 import parsec_catalog
 
@@ -48,7 +48,7 @@ def load_job(job: Dict[str, Any]) -> Dict[str, Any]:
         "schema", "run_id", "policy", "numa_balancing", "strict_policy", "pinning",
         "pin_threads", "sample_interval_s", "read_sched", "timeout_s", "parsec",
         "bin_dir", "programs", "restore_sysctls", "seed", "sched_domain", "daemon_params",
-        "warmup_s", "numa_balancing_scan",
+        "warmup_s", "numa_balancing_scan", "switch_marks",
     }  # fmt: skip
     unknown = sorted(set(job) - known)
     if unknown:
@@ -70,6 +70,8 @@ def load_job(job: Dict[str, Any]) -> Dict[str, Any]:
         "warmup_s": float(_get(job, "warmup_s", (int, float), 0.0)),
         "bin_dir": _get(job, "bin_dir", str),
         "restore_sysctls": _get(job, "restore_sysctls", bool, True),
+        # context-switch marks for gem5's per-task counts (kernel patch 0024)
+        "switch_marks": _get(job, "switch_marks", bool, False),
         # The repeat's seed: varies start timing and workload data (mix_run.py),
         # the same for every policy of one repeat so that runs pair.
         "seed": _get(job, "seed", int),
@@ -138,19 +140,36 @@ def load_job(job: Dict[str, Any]) -> Dict[str, Any]:
     return out
 
 
+# CFS's time-slice knobs (debugfs sched/, kernel/sched/debug.c; 6.1's
+# defaults on 8 CPUs, scaled by 1 + ilog2(8) = 4: 24 ms, 3 ms, 4 ms). The
+# bounds are those of the pre-5.13 sysctls (0.1 ms..1 s; wakeup 0..1 s).
+SLICE_KNOBS = {
+    "latency_ns": (100000, 1000000000),
+    "min_granularity_ns": (100000, 1000000000),
+    "wakeup_granularity_ns": (0, 1000000000),
+}  # type: Dict[str, Tuple[int, int]]
+# kernel/sched/fair.c sched_nr_latency: 6.1 recomputes it from latency_ns /
+# min_granularity_ns only when tunable_scaling is written, so the two are
+# given together at this ratio (the period then stretches as the kernel's)
+SCHED_NR_LATENCY = 8
+
+
 def sched_domain_settings(d: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     """{"level": "NUMA", "busy_factor": 1, "min_interval": 4, ...}: knobs of
-    the named sched-domain level (debugfs), positive integers, and the one
-    global knob of the balancer's time scale, migration_cost_ns (a task that
-    ran within it is cache-hot and stays), 0..500000000; None: untouched."""
+    the named sched-domain level (debugfs), positive integers, and the global
+    knobs of the scheduler's time scale (debugfs sched/): migration_cost_ns
+    (a task that ran within it is cache-hot and stays), 0..500000000, and
+    CFS's slice, latency_ns and min_granularity_ns (together, at the ratio
+    SCHED_NR_LATENCY) and wakeup_granularity_ns (SLICE_KNOBS); None: untouched."""
     if d is None:
         return None
     knobs = ("busy_factor", "min_interval", "max_interval", "imbalance_pct")
-    unknown = set(d) - set(knobs) - {"level", "migration_cost_ns"}
+    glob = ("migration_cost_ns",) + tuple(SLICE_KNOBS)
+    unknown = set(d) - set(knobs) - {"level"} - set(glob)
     if unknown:
         raise JobError(
             f"sched_domain: unknown keys {sorted(unknown)} "
-            f"(allowed: level, {', '.join(knobs)}, migration_cost_ns)"
+            f"(allowed: level, {', '.join(knobs + glob)})"
         )
     level = d.get("level", "NUMA")
     if not isinstance(level, str) or not re.match(r"^[A-Z]{2,8}$", level):
@@ -169,6 +188,22 @@ def sched_domain_settings(d: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any
                 f"sched_domain.migration_cost_ns must be an integer in 0..500000000, got {v!r}"
             )
         out["migration_cost_ns"] = v
+    for k, (lo, hi) in SLICE_KNOBS.items():
+        if k in d:
+            v = d[k]
+            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+                raise JobError(f"sched_domain.{k} must be an integer in {lo}..{hi}, got {v!r}")
+            out[k] = v
+    if ("latency_ns" in out) != ("min_granularity_ns" in out):
+        raise JobError("sched_domain: give latency_ns and min_granularity_ns together")
+    if "latency_ns" in out:
+        lat, gran = out["latency_ns"], out["min_granularity_ns"]
+        if -(-lat // gran) != SCHED_NR_LATENCY:
+            raise JobError(
+                f"sched_domain: latency_ns / min_granularity_ns must round up to "
+                f"{SCHED_NR_LATENCY} (got {lat} / {gran}): 6.1 keeps sched_nr_latency at "
+                f"{SCHED_NR_LATENCY} unless tunable_scaling is written"
+            )
     if len(out) == 1:
         raise JobError("sched_domain names no knob")
     if out.get("min_interval", 1) > out.get("max_interval", 100000):

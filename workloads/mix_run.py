@@ -36,6 +36,7 @@ from mix_metrics import (
 )
 from mix_placement import node_cpus, node_distances, plan_programs
 from mix_sysctl import (
+    M5_SWITCH_SYSCTL,
     NUMAB_SYSCTL,
     POLICY_SYSCTL,
     SCHEDSTATS_SYSCTL,
@@ -97,6 +98,8 @@ def run_mix(
     # the kernel's balancing statistics (mix_schedstat): a diagnostic, so a
     # kernel without them runs anyway and the record says so
     sst = set_sysctl(sysctl_root, SCHEDSTATS_SYSCTL, "1")
+    # gem5's per-task counts: an m5 op per context switch (kernel patch 0024)
+    marks = set_sysctl(sysctl_root, M5_SWITCH_SYSCTL, "1" if job["switch_marks"] else None)
     for rec in (pol, nb):
         if rec["status"] in ("error", "mismatch"):
             errors.append(f"{rec['name']}: {rec['status']} {rec.get('error', '')}".strip())
@@ -113,6 +116,11 @@ def run_mix(
         fatal = f"{pol['name']} rejected {job['policy']!r}: {pol.get('error')}"
     elif job["policy_requested"] == "stock" and pol["status"] != "absent":
         fatal = f"policy stock needs the unmodified kernel, but this one has {pol['name']}"
+    elif job["switch_marks"] and marks["status"] != "set":
+        fatal = (
+            f"switch_marks: {marks['name']} could not be set ({marks['status']}: "
+            f"{marks.get('error', 'a kernel without patch 0024, or booted without numa_lb_m5=1')})"
+        )
     elif dom["status"] not in ("set", "untouched"):
         fatal = f"sched_domain {job['sched_domain']} not applied ({dom['status']})"
     elif nbs["status"] not in ("set", "untouched"):
@@ -145,6 +153,7 @@ def run_mix(
             "policy": dict(pol, requested_name=job["policy_requested"]),
             "numa_balancing": nb,
             "sched_schedstats": sst,
+            "switch_marks": marks,
             "sched_domain": {k: v for k, v in dom.items() if k != "before"},
             "numa_balancing_scan": nbs,
             "pinning": job["pinning"],
@@ -156,6 +165,8 @@ def run_mix(
     if fatal:
         restore_sched_domain(dom)
         restore_numa_scan(nbs)
+        if marks["status"] == "set" and marks["before"] is not None:
+            set_sysctl(sysctl_root, M5_SWITCH_SYSCTL, marks["before"])
         errors.append(fatal)
         w.write({"type": "run_end", "run_id": rid, "status": "failed", "errors": errors})
         w.close()
@@ -220,7 +231,12 @@ def run_mix(
             restored["sched_domain"] = restore_sched_domain(dom)
         if nbs["status"] != "untouched":
             restored["numa_balancing_scan"] = restore_numa_scan(nbs)
-        for rec, path in ((pol, POLICY_SYSCTL), (nb, NUMAB_SYSCTL), (sst, SCHEDSTATS_SYSCTL)):
+        for rec, path in (
+            (pol, POLICY_SYSCTL),
+            (nb, NUMAB_SYSCTL),
+            (sst, SCHEDSTATS_SYSCTL),
+            (marks, M5_SWITCH_SYSCTL),
+        ):
             if rec["status"] == "set" and rec["before"] is not None:
                 restored[rec["name"]] = set_sysctl(sysctl_root, path, rec["before"])["status"]
 

@@ -18,6 +18,9 @@ NUMAB_SYSCTL = "kernel/numa_balancing"
 # /proc/schedstat counts only while this is 1 (CONFIG_SCHEDSTATS is a static
 # key, off by default); on for every run, every policy alike
 SCHEDSTATS_SYSCTL = "kernel/sched_schedstats"
+# kernel patch 0024: an m5 op per context switch for the gem5 counter bridge
+# (configs/numa_lb/task_ledger.py); 1 only on a kernel booted with numa_lb_m5=1
+M5_SWITCH_SYSCTL = "kernel/numa_lb_m5_switch"
 
 
 def read_sysctl(root: str, name: str) -> Optional[str]:
@@ -57,8 +60,16 @@ def set_sysctl(root: str, name: str, value: Optional[str]) -> Dict[str, Any]:
 SCHED_DEBUG = "kernel/debug/sched"
 SCHED_DOMAINS = SCHED_DEBUG + "/domains"
 DOMAIN_KNOBS = ("busy_factor", "min_interval", "max_interval", "imbalance_pct")
-# ... and the global one: a task that ran within it is cache-hot (task_hot())
-GLOBAL_KNOBS = ("migration_cost_ns",)
+# ... and the global ones (debugfs sched/): migration_cost_ns, a task that ran
+# within it is cache-hot (task_hot()); CFS's time slice, latency_ns (the
+# period), min_granularity_ns (a task's least slice) and wakeup_granularity_ns
+# (a waking task preempts when this much ahead)
+GLOBAL_KNOBS = (
+    "migration_cost_ns",
+    "latency_ns",
+    "min_granularity_ns",
+    "wakeup_granularity_ns",
+)
 
 
 def domain_names(sys_root: str) -> Dict[str, str]:

@@ -790,6 +790,12 @@ def sched_scale_label(sd: Any) -> str | None:
         parts.append(f"imb={sd['imbalance_pct']}")
     if isinstance(sd.get("migration_cost_ns"), int | float):
         parts.append(f"mc={sd['migration_cost_ns'] / 1e6:g}ms")
+    if isinstance(sd.get("latency_ns"), int | float):
+        parts.append(f"lat={sd['latency_ns'] / 1e6:g}ms")
+    if isinstance(sd.get("min_granularity_ns"), int | float):
+        parts.append(f"gran={sd['min_granularity_ns'] / 1e6:g}ms")
+    if isinstance(sd.get("wakeup_granularity_ns"), int | float):
+        parts.append(f"wake={sd['wakeup_granularity_ns'] / 1e6:g}ms")
     return " ".join(parts)
 
 

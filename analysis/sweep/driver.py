@@ -32,7 +32,13 @@ from .executors import LocalExecutor, pool_size, summary_line
 from .kept import KeptError, KeptRuns, load_kept
 from .matrix import Run, guest_job, iter_runs, kernel_variants, run_count
 from .point import ID_LEN_DIR, Provenance
-from .preflight import daemon_qemu_refusal, image_meta, image_problems, qemu_timing_refusal
+from .preflight import (
+    daemon_qemu_refusal,
+    image_meta,
+    image_problems,
+    qemu_timing_refusal,
+    switch_marks_qemu_refusal,
+)
 from .provenance import PrerequisiteError
 from .rundir import (
     FINAL,
@@ -270,6 +276,7 @@ def run_sweep(spec: Spec, opt: Options) -> int:
     opt.stream.flush()
     refusal = qemu_timing_refusal(spec, backend, why, opt.allow_qemu_timing)
     refusal = refusal or daemon_qemu_refusal(spec, backend, why)
+    refusal = refusal or switch_marks_qemu_refusal(spec, backend, why)
     if refusal:
         w(f"error: refused: {refusal}\n")
         return EXIT_USAGE

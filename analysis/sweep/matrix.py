@@ -196,6 +196,8 @@ def guest_job(point: SweepPoint, rid: str) -> dict[str, Any]:
         "timeout_s": o["timeout_s"],
         "sched_domain": o.get("sched_domain"),
         **_numa_scan(o.get("numa_balancing_scan")),
+        # absent unless asked: the run ids of sweeps without it stay
+        **({"switch_marks": True} if o.get("switch_marks") else {}),
         **_daemon_params(point.policy, o.get("daemon_params")),
         "parsec": {
             "root": o["parsec_root"],

@@ -10,6 +10,8 @@
   decide from hardware counters; the qemu backend has none (no PMU under TCG,
   the counter bridge is gem5's), so a sweep naming them on qemu is refused
   (the guest daemon would refuse each run the same way).
+* ``switch_marks_qemu_refusal``: ``job.switch_marks`` (kernel patch 0024's
+  context-switch m5 ops for gem5's per-task counts) means nothing on qemu.
 * ``image_problems``: every program of every mix of the spec against the
   image's ``image.json`` (written by ``disk-image/build_image.py``): synthetic
   workloads are binaries in ``/opt/numa-lb/bin``; PARSEC programs through our
@@ -66,6 +68,18 @@ def daemon_qemu_refusal(spec: Spec, backend: str, backend_why: str) -> str | Non
     return (
         f"policies {', '.join(pols)} need hardware counters and the backend is qemu "
         f"({backend_why}): {numa_lb_daemon.ctr.QEMU_REFUSAL}"
+    )
+
+
+def switch_marks_qemu_refusal(spec: Spec, backend: str, backend_why: str) -> str | None:
+    """The refusal message for job.switch_marks on qemu, or None: the marks are
+    m5 ops, which only gem5 executes (the qemu guest is not booted with
+    numa_lb_m5=1, so the kernel refuses them with ENODEV)."""
+    if backend != "qemu" or not spec.job.get("switch_marks"):
+        return None
+    return (
+        f"job.switch_marks marks context switches for gem5's counter bridge with m5 ops "
+        f"and the backend is qemu ({backend_why}): set it on gem5 only"
     )
 
 

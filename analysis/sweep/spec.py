@@ -180,6 +180,9 @@ _SECTIONS: dict[str, dict[str, Any]] = {
         # the intervals: {scan_delay_ms, scan_period_min_ms, scan_period_max_ms,
         # scan_size_mb} (debugfs sched/numa_balancing; absent: the kernel's)
         "numa_balancing_scan": None,
+        # gem5's per-task counts for the daemons: the guest marks every context
+        # switch with an m5 op (kernel patch 0024, kernel.numa_lb_m5_switch)
+        "switch_marks": False,
     },
     "resources": {
         "cpus_per_run": 1,
@@ -503,6 +506,12 @@ def validate(doc: dict[str, Any], default_name: str = "sweep") -> Spec:
     if point_count(axes, exclude) == 0:
         raise SpecError("exclude", "the rules exclude every point of the sweep")
     _validate_daemon_topologies(axes, machine, job, exclude)
+    if job.get("switch_marks") and "stock" in axes["policy"]:
+        raise SpecError(
+            "job.switch_marks",
+            "the stock kernel has no kernel.numa_lb_m5_switch (kernel patch 0024): "
+            "drop stock from axes.policy or switch_marks",
+        )
 
     return Spec(
         name=name,
@@ -675,8 +684,10 @@ def _validate_job(j: dict[str, Any]) -> dict[str, Any]:
             j["parsec_root"] = parsec_catalog.NUMA_LB_PARSEC_ROOT
         if j["parsec_config"] == parsec_catalog.GEM5_PARSEC_CONFIG:
             j["parsec_config"] = parsec_catalog.NUMA_LB_PARSEC_CONFIG
-    for k in ("pin_threads", "read_sched", "strict_policy"):
+    for k in ("pin_threads", "read_sched", "strict_policy", "switch_marks"):
         _check_type(f"job.{k}", j[k], bool, "true or false")
+    if not j["switch_marks"]:
+        del j["switch_marks"]  # absent, not false: the run ids of sweeps without it stay
     _check_type("job.sample_interval_s", j["sample_interval_s"], int | float, "a number > 0")
     if not j["sample_interval_s"] > 0:
         raise SpecError("job.sample_interval_s", "must be > 0")

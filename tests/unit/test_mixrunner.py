@@ -603,6 +603,13 @@ def fake_domains(root: Path, cpus: int = 2) -> Path:
             ):
                 (dd / knob).write_text(f"{v}\n")  # fmt: skip
     (root / "kernel/debug/sched/migration_cost_ns").write_text("500000\n")
+    # 6.1's CFS slice on 8 CPUs (defaults x (1 + ilog2(8)))
+    for knob, v in (
+        ("latency_ns", 24000000),
+        ("min_granularity_ns", 3000000),
+        ("wakeup_granularity_ns", 4000000),
+    ):
+        (root / "kernel/debug/sched" / knob).write_text(f"{v}\n")
     return root
 
 
@@ -649,6 +656,33 @@ def test_migration_cost_set_beside_the_domain_knobs_and_restored(tmp_path: Path)
     assert not cost.exists()
 
 
+def test_cfs_slice_scaled_with_the_balancer_and_restored(tmp_path: Path) -> None:
+    from mix_sysctl import restore_sched_domain, set_sched_domain  # noqa: PLC0415
+
+    sysr = fake_domains(tmp_path / "sys")
+    sched = sysr / "kernel/debug/sched"
+    want = mr.load_job(
+        {
+            "sched_domain": {
+                "busy_factor": 1,
+                "latency_ns": 3000000,
+                "min_granularity_ns": 375000,
+                "wakeup_granularity_ns": 500000,
+            },
+            "programs": [{"cmd": ["true"]}],
+        }
+    )["sched_domain"]
+    rec = set_sched_domain(str(sysr), want)
+    assert rec["status"] == "set", rec
+    assert rec["in_force"]["latency_ns"] == ["3000000"]
+    assert (sched / "min_granularity_ns").read_text() == "375000\n"
+    assert (sched / "wakeup_granularity_ns").read_text() == "500000\n"
+    assert restore_sched_domain(rec) == "restored"
+    assert (sched / "latency_ns").read_text() == "24000000\n"
+    assert (sched / "min_granularity_ns").read_text() == "3000000\n"
+    assert (sched / "wakeup_granularity_ns").read_text() == "4000000\n"
+
+
 def test_migration_cost_is_loaded_from_a_job() -> None:
     sd = {"migration_cost_ns": 50000}
     job = mr.load_job({"sched_domain": sd, "programs": [{"cmd": ["true"]}]})
@@ -668,6 +702,13 @@ def test_migration_cost_is_loaded_from_a_job() -> None:
         {"migration_cost_ns": 500000001},
         {"migration_cost_ns": "0; reboot"},
         {"migration_cost_ns": 1.5},
+        {"latency_ns": 3000000},  # without min_granularity_ns
+        {"min_granularity_ns": 375000},
+        {"latency_ns": 3000000, "min_granularity_ns": 1000000},  # sched_nr_latency 3, not 8
+        {"latency_ns": 800000, "min_granularity_ns": 99999},  # below 0.1 ms
+        {"latency_ns": 8000000000, "min_granularity_ns": 1000000000},
+        {"wakeup_granularity_ns": -1},
+        {"wakeup_granularity_ns": "1; reboot"},
     ],
 )
 def test_bad_sched_domain_rejected(bad: dict[str, Any]) -> None:
@@ -694,6 +735,42 @@ def test_sched_domain_not_applied_fails_the_run(
     assert recs[-1]["sysctls_restored"]["sched_domain"] == "restored"
     numa = sysr / "kernel/debug/sched/domains/cpu0/domain1/busy_factor"
     assert numa.read_text() == "16\n"
+
+
+def test_switch_marks_on_for_the_run_then_restored(
+    bindir: Path, fake_sysctl: Path, tmp_path: Path
+) -> None:
+    """job.switch_marks turns kernel.numa_lb_m5_switch on for the run (kernel
+    patch 0024) and back off; a kernel without the file fails the run before
+    any program starts, with the reason."""
+    job = mr.load_job(small_job(policy="default", switch_marks=True))
+    out = tmp_path / "out"
+    rc = mr.run_mix(job, str(out), str(fake_sysctl), bin_dirs=[str(bindir)])
+    recs = records(out)
+    assert rc == 1 and not by_type(recs, "program")
+    assert "switch_marks" in recs[-1]["errors"][0] and "patch 0024" in recs[-1]["errors"][0]
+    marks = fake_sysctl / "kernel" / "numa_lb_m5_switch"
+    marks.write_text("0\n")
+    out = tmp_path / "out2"
+    rc = mr.run_mix(job, str(out), str(fake_sysctl), bin_dirs=[str(bindir)])
+    recs = records(out)
+    assert rc == 0, recs[-1]
+    assert recs[0]["switch_marks"]["status"] == "set"
+    assert recs[0]["switch_marks"]["in_force"] == "1"
+    assert recs[-1]["sysctls_restored"]["kernel.numa_lb_m5_switch"] == "set"
+    assert marks.read_text() == "0\n"
+    # not asked: the file is left alone
+    out = tmp_path / "out3"
+    job = mr.load_job(small_job(policy="default"))
+    assert job["switch_marks"] is False
+    assert mr.run_mix(job, str(out), str(fake_sysctl), bin_dirs=[str(bindir)]) == 0
+    assert records(out)[0]["switch_marks"]["status"] == "untouched"
+
+
+@pytest.mark.parametrize("bad", [1, "yes", [True]])
+def test_bad_switch_marks_rejected(bad: Any) -> None:
+    with pytest.raises(mr.JobError, match="switch_marks"):
+        mr.load_job(small_job(policy="default", switch_marks=bad))
 
 
 def fake_numa_scan(root: Path) -> Path:

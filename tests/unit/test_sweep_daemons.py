@@ -130,6 +130,11 @@ def test_qemu_refuses_daemon_policies(tmp_path: Path) -> None:
     assert "QEMU TCG gives the guest no PMU" in msg
     assert preflight.daemon_qemu_refusal(s, "gem5", "requested") is None
     assert preflight.daemon_qemu_refusal(validate(doc(["default"])), "qemu", "x") is None
+    marked = validate(doc(["default"], switch_marks=True))
+    msg = preflight.switch_marks_qemu_refusal(marked, "qemu", "requested")
+    assert msg is not None and "gem5 only" in msg
+    assert preflight.switch_marks_qemu_refusal(marked, "gem5", "requested") is None
+    assert preflight.switch_marks_qemu_refusal(s, "qemu", "requested") is None
     p = subprocess.run(
         [sys.executable, str(ROOT / "run_all.py"), "--preset", "daemons", "--backend", "qemu",
          "--out", str(tmp_path / "out"), "--dry-run"],

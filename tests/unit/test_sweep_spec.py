@@ -14,6 +14,7 @@ sys.path.insert(0, str(ROOT / "workloads"))
 import mixrunner  # noqa: E402
 
 from analysis.sweep.matrix import guest_job, points, resources_for  # noqa: E402
+from analysis.sweep.point import point_id  # noqa: E402
 from analysis.sweep.spec import (  # noqa: E402
     DAEMON_POLICIES,
     POLICIES,
@@ -139,6 +140,13 @@ def test_sensitivity_varies_factor_and_cores() -> None:
             "job.numa_balancing_scan={scan_period_min_ms=100, scan_period_max_ms=10}",
             "job.numa_balancing_scan.scan_period_min_ms",
             "above scan_period_max_ms",
+        ),
+        ("job.switch_marks=1", "job.switch_marks", "true or false"),
+        ("job.sched_domain={latency_ns=3000000}", "job.sched_domain", "together"),
+        (
+            "job.sched_domain={latency_ns=3000000, min_granularity_ns=1000000}",
+            "job.sched_domain",
+            "round up to 8",
         ),
     ],
 )
@@ -333,3 +341,20 @@ def test_numa_balancing_scan_reaches_the_job_and_is_absent_otherwise() -> None:
     assert job["numa_balancing_scan"] == want
     # the guest's own validator takes the job as it is
     assert mixrunner.load_job(job)["numa_balancing_scan"] == want
+
+
+def test_switch_marks_reach_the_job_only_when_asked() -> None:
+    """job.switch_marks (kernel patch 0024's context-switch marks) is in a
+    run's job only when true, so the run ids of sweeps without it stay; the
+    stock kernel has no such sysctl and is refused before anything runs."""
+    plain = points(load_spec(preset="quick"), "gem5")[0]
+    marked = points(load_spec(preset="quick", overrides=["job.switch_marks=true"]), "gem5")[0]
+    assert "switch_marks" not in plain.job_options and marked.job_options["switch_marks"]
+    assert "switch_marks" not in guest_job(plain, "r")
+    assert guest_job(marked, "r")["switch_marks"] is True
+    assert point_id(plain) != point_id(marked)
+    with pytest.raises(SpecError, match="patch 0024") as ei:
+        load_spec(
+            preset="quick", overrides=["job.switch_marks=true", 'axes.policy=["stock","default"]']
+        )
+    assert ei.value.field == "job.switch_marks"
