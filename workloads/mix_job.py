@@ -160,11 +160,13 @@ def sched_domain_settings(d: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any
     knobs of the scheduler's time scale (debugfs sched/): migration_cost_ns
     (a task that ran within it is cache-hot and stays), 0..500000000, and
     CFS's slice, latency_ns and min_granularity_ns (together, at the ratio
-    SCHED_NR_LATENCY) and wakeup_granularity_ns (SLICE_KNOBS); None: untouched."""
+    SCHED_NR_LATENCY) and wakeup_granularity_ns (SLICE_KNOBS), and hrtick
+    (true/false: the HRTICK scheduler feature, which ends a slice shorter than
+    the 4 ms tick on time); None: untouched."""
     if d is None:
         return None
     knobs = ("busy_factor", "min_interval", "max_interval", "imbalance_pct")
-    glob = ("migration_cost_ns",) + tuple(SLICE_KNOBS)
+    glob = ("migration_cost_ns",) + tuple(SLICE_KNOBS) + ("hrtick",)
     unknown = set(d) - set(knobs) - {"level"} - set(glob)
     if unknown:
         raise JobError(
@@ -194,6 +196,10 @@ def sched_domain_settings(d: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any
             if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
                 raise JobError(f"sched_domain.{k} must be an integer in {lo}..{hi}, got {v!r}")
             out[k] = v
+    if "hrtick" in d:
+        if not isinstance(d["hrtick"], bool):
+            raise JobError(f"sched_domain.hrtick must be true or false, got {d['hrtick']!r}")
+        out["hrtick"] = d["hrtick"]
     if ("latency_ns" in out) != ("min_granularity_ns" in out):
         raise JobError("sched_domain: give latency_ns and min_granularity_ns together")
     if "latency_ns" in out:

@@ -70,6 +70,20 @@ GLOBAL_KNOBS = (
     "min_granularity_ns",
     "wakeup_granularity_ns",
 )
+# ... and one scheduler feature (debugfs sched/features, "HRTICK" or
+# "NO_HRTICK"): CFS ends a slice with an hrtimer instead of at the next tick
+# (4 ms at HZ 250), so a scaled slice shorter than a tick is kept
+FEATURES = "features"
+HRTICK = "HRTICK"
+
+
+def feature_state(path: str, name: str) -> Optional[str]:
+    """NAME or NO_NAME as the features file lists it; None: no such file or feature."""
+    toks = (read_text(path) or "").split()
+    for tok in (name, "NO_" + name):
+        if tok in toks:
+            return tok
+    return None
 
 
 def domain_names(sys_root: str) -> Dict[str, str]:
@@ -118,9 +132,10 @@ def set_sched_domain(sys_root: str, settings: Optional[Dict[str, Any]]) -> Dict[
             rec["status"] = "absent"
             return rec
         targets += [(d, dom_knobs) for d in dirs]
+    sched_dir = os.path.join(sys_root, SCHED_DEBUG)
     glob_knobs = [k for k in GLOBAL_KNOBS if k in settings]
     if glob_knobs:
-        targets.append((os.path.join(sys_root, SCHED_DEBUG), glob_knobs))
+        targets.append((sched_dir, glob_knobs))
     before = {}  # type: Dict[str, Dict[str, str]]
     errors = []  # type: List[str]
     for d, knobs in targets:
@@ -129,16 +144,34 @@ def set_sched_domain(sys_root: str, settings: Optional[Dict[str, Any]]) -> Dict[
             old = _swap(os.path.join(d, knob), settings[knob], errors)
             if old is not None:
                 before[d][knob] = old
+    want = {k: [str(v)] for k, v in settings.items() if k in DOMAIN_KNOBS + GLOBAL_KNOBS}
+    if "hrtick" in settings:
+        feat = os.path.join(sched_dir, FEATURES)
+        old = feature_state(feat, HRTICK)
+        if old is None:
+            errors.append(f"{feat}: absent or without {HRTICK}")
+        else:
+            before.setdefault(sched_dir, {})[FEATURES] = old
+            tok = HRTICK if settings["hrtick"] else "NO_" + HRTICK
+            try:
+                with open(feat, "w") as f:
+                    f.write(tok + "\n")
+            except OSError as e:
+                errors.append(f"{feat}: {e}")
+            want[FEATURES] = [tok]
     rec["before"] = before
     after = {}  # type: Dict[str, List[str]]
     for d in before:
         for knob in before[d]:
-            val = (read_text(os.path.join(d, knob)) or "").strip()
+            path = os.path.join(d, knob)
+            if knob == FEATURES:
+                val = feature_state(path, HRTICK) or ""
+            else:
+                val = (read_text(path) or "").strip()
             after.setdefault(knob, [])
             if val not in after[knob]:
                 after[knob].append(val)
     rec["in_force"] = after
-    want = {k: [str(v)] for k, v in settings.items() if k in DOMAIN_KNOBS + GLOBAL_KNOBS}
     return _settle(rec, errors, after == want)
 
 

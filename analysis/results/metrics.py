@@ -796,6 +796,8 @@ def sched_scale_label(sd: Any) -> str | None:
         parts.append(f"gran={sd['min_granularity_ns'] / 1e6:g}ms")
     if isinstance(sd.get("wakeup_granularity_ns"), int | float):
         parts.append(f"wake={sd['wakeup_granularity_ns'] / 1e6:g}ms")
+    if isinstance(sd.get("hrtick"), bool):
+        parts.append("hrtick" if sd["hrtick"] else "no-hrtick")
     return " ".join(parts)
 
 

@@ -304,8 +304,8 @@ def test_runs_at_different_balancer_time_scales_are_kept_apart() -> None:
     assert scaled == "NUMA bf=1 mc=0.05ms"
     assert sched_scale_label(None) is None and sched_scale_label({"level": "NUMA"}) is None
     sliced = {"level": "NUMA", "latency_ns": 3000000, "min_granularity_ns": 375000}
-    assert sched_scale_label({**sliced, "wakeup_granularity_ns": 500000}) == (
-        "NUMA lat=3ms gran=0.375ms wake=0.5ms"
+    assert sched_scale_label({**sliced, "wakeup_granularity_ns": 500000, "hrtick": True}) == (
+        "NUMA lat=3ms gran=0.375ms wake=0.5ms hrtick"
     )
     rows = []
     for sc, bal, gain in ((None, 20.0, 0.9), (scaled, 60.0, 0.5)):

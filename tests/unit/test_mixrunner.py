@@ -610,6 +610,12 @@ def fake_domains(root: Path, cpus: int = 2) -> Path:
         ("wakeup_granularity_ns", 4000000),
     ):
         (root / "kernel/debug/sched" / knob).write_text(f"{v}\n")
+    # 6.1's features file lists every feature, NO_ for the disabled ones; this
+    # plain file is no kernel file: a write replaces it (the test reads states)
+    (root / "kernel/debug/sched/features").write_text(
+        "GENTLE_FAIR_SLEEPERS START_DEBIT NO_NEXT_BUDDY LAST_BUDDY CACHE_HOT_BUDDY "
+        "WAKEUP_PREEMPTION NO_HRTICK NO_HRTICK_DL NO_DOUBLE_TICK NONTASK_CAPACITY\n"
+    )
     return root
 
 
@@ -683,6 +689,27 @@ def test_cfs_slice_scaled_with_the_balancer_and_restored(tmp_path: Path) -> None
     assert (sched / "wakeup_granularity_ns").read_text() == "4000000\n"
 
 
+def test_hrtick_switched_on_for_the_run_and_back(tmp_path: Path) -> None:
+    from mix_sysctl import feature_state, restore_sched_domain, set_sched_domain  # noqa: PLC0415
+
+    sysr = fake_domains(tmp_path / "sys")
+    feat = sysr / "kernel/debug/sched/features"
+    assert feature_state(str(feat), "HRTICK") == "NO_HRTICK"
+    assert feature_state(str(feat), "NO_SUCH") is None
+    rec = set_sched_domain(str(sysr), {"level": "NUMA", "hrtick": True})
+    assert rec["status"] == "set", rec
+    assert rec["in_force"] == {"features": ["HRTICK"]}
+    assert rec["before"][str(sysr / "kernel/debug/sched")] == {"features": "NO_HRTICK"}
+    assert feature_state(str(feat), "HRTICK") == "HRTICK"
+    assert restore_sched_domain(rec) == "restored"
+    assert feature_state(str(feat), "HRTICK") == "NO_HRTICK"
+    # a kernel without the feature (no CONFIG_SCHED_HRTICK): refused, said so
+    feat.write_text("GENTLE_FAIR_SLEEPERS START_DEBIT\n")
+    rec = set_sched_domain(str(sysr), {"level": "NUMA", "hrtick": True})
+    assert rec["status"] == "error" and "without HRTICK" in rec["errors"][0]
+    assert feat.read_text() == "GENTLE_FAIR_SLEEPERS START_DEBIT\n"
+
+
 def test_migration_cost_is_loaded_from_a_job() -> None:
     sd = {"migration_cost_ns": 50000}
     job = mr.load_job({"sched_domain": sd, "programs": [{"cmd": ["true"]}]})
@@ -709,6 +736,8 @@ def test_migration_cost_is_loaded_from_a_job() -> None:
         {"latency_ns": 8000000000, "min_granularity_ns": 1000000000},
         {"wakeup_granularity_ns": -1},
         {"wakeup_granularity_ns": "1; reboot"},
+        {"hrtick": 1},
+        {"hrtick": "HRTICK"},
     ],
 )
 def test_bad_sched_domain_rejected(bad: dict[str, Any]) -> None:

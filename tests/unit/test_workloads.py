@@ -110,16 +110,18 @@ def check_region(reg: dict[str, Any], nbytes: int, expected_node: int | None) ->
 # ---------------------------------------------------------------- leader_ft
 
 
-def ref_leader(n: int, threads: int, iters: int, seed: int) -> tuple[int, int]:
+def ref_leader(n: int, threads: int, iters: int, seed: int, passes: int = 1) -> tuple[int, int]:
     a = [mix(i ^ (seed << 40)) for i in range(n)]
     chunks = [(n * t // threads, n * (t + 1) // threads) for t in range(threads)]
     reads = 0
     for _ in range(iters):
-        for t in range(threads):
-            lo, hi = chunks[t]
-            nlo, nhi = chunks[(t + 1) % threads]
-            reads += sum(a[lo:hi]) + sum(a[nlo:nhi])
-        a = [upd(x) for x in a]
+        for _ in range(passes):
+            for t in range(threads):
+                lo, hi = chunks[t]
+                nlo, nhi = chunks[(t + 1) % threads]
+                reads += sum(a[lo:hi]) + sum(a[nlo:nhi])
+        for _ in range(passes):
+            a = [upd(x) for x in a]
     return sum(a) & M64, reads & M64
 
 
@@ -151,14 +153,18 @@ def test_leader_ft_placement_is_leader_first_touch(wlbuild: Path) -> None:
 # ------------------------------------------------------------- perthread_ft
 
 
-def ref_perthread(n: int, threads: int, iters: int, seed: int, share: int) -> tuple[int, int]:
+def ref_perthread(
+    n: int, threads: int, iters: int, seed: int, share: int, passes: int = 1
+) -> tuple[int, int]:
     blk = [[mix((t << 48) ^ i ^ (seed << 40)) for i in range(n)] for t in range(threads)]
     share_n = n * share // 100
     reads = 0
     for _ in range(iters):
-        for t in range(threads):
-            reads += sum(blk[t]) + sum(blk[(t + 1) % threads][:share_n])
-        blk = [[upd(x) for x in b] for b in blk]
+        for _ in range(passes):
+            for t in range(threads):
+                reads += sum(blk[t]) + sum(blk[(t + 1) % threads][:share_n])
+        for _ in range(passes):
+            blk = [[upd(x) for x in b] for b in blk]
     return sum(sum(b) for b in blk) & M64, reads & M64
 
 
@@ -260,9 +266,39 @@ def test_bursts_block_and_compute_the_same(wlbuild: Path, prog: str) -> None:
     check_threads(d, threads)
 
 
+# ------------------------------------------------ longer phases (passes)
+
+
+@pytest.mark.parametrize("prog", ["leader_ft", "perthread_ft"])
+def test_passes_repeat_each_phase_before_its_barrier(wlbuild: Path, prog: str) -> None:
+    """--passes P: each phase passes over its data P times before the barrier,
+    so iters I x passes P does the updates of I x P plain iterations (the
+    same final data) with 2 I barriers instead of 2 I P; the reads are P
+    passes over each iteration's state (the reference models), and the
+    program's own closed form agrees."""
+    threads, iters, passes, seed = 3, 2, 3, 11
+    base = [f"--threads={threads}", f"--seed={seed}"]
+    size = ["--size=3072"] if prog == "leader_ft" else ["--size=1024", "--share-pct=25"]
+    d = run(wlbuild, prog, *base, *size, f"--iters={iters}", f"--passes={passes}")
+    plain = run(wlbuild, prog, *base, *size, f"--iters={iters * passes}")
+    if prog == "leader_ft":
+        final, reads = ref_leader(3072 // 8, threads, iters, seed, passes)
+    else:
+        final, reads = ref_perthread(1024 // 8, threads, iters, seed, 25, passes)
+    assert d["verified"] and d["passes"] == passes and plain["passes"] == 1
+    assert d["checksum"] == hx(final) == plain["checksum"]
+    assert d["read_checksum"] == hx(reads) == d["read_expected"]
+    assert d["read_checksum"] != plain["read_checksum"]  # other states read
+    check_threads(d, threads)
+
+
 @pytest.mark.parametrize(
     "prog,arg",
     [
+        ("leader_ft", "--passes=0"),
+        ("perthread_ft", "--passes=1048577"),
+        ("master_clients", "--passes=2"),
+        ("compute_small", "--passes=2"),
         ("leader_ft", "--bursts=0"),
         ("perthread_ft", "--sleep-us=-1"),
         ("leader_ft", "--sleep-us=1000001"),
@@ -270,7 +306,7 @@ def test_bursts_block_and_compute_the_same(wlbuild: Path, prog: str) -> None:
         ("compute_small", "--sleep-us=5"),
     ],
 )
-def test_bursts_bad_values_are_usage_errors(wlbuild: Path, prog: str, arg: str) -> None:
+def test_bursts_and_passes_bad_values_are_usage_errors(wlbuild: Path, prog: str, arg: str) -> None:
     p = subprocess.run([str(wlbuild / prog), arg], capture_output=True, text=True, timeout=30)
     assert p.returncode == 2 and p.stdout == ""
     assert f"bad value for {arg.split('=')[0]}" in p.stderr

@@ -78,6 +78,10 @@ static void usage(FILE *f, const char *name, const char *about, unsigned extra)
 		fprintf(f, "  --bursts N        split each phase's pass into N pieces (default 1)\n"
 			   "  --sleep-us U      sleep U microseconds after each piece (default 0):\n"
 			   "                    the threads block and wake all the time\n");
+	if (extra & WL_OPT_PASSES)
+		fprintf(f, "  --passes P        each phase passes over its data P times before\n"
+			   "                    the barrier (default 1): fewer barriers for the\n"
+			   "                    same work\n");
 	if (extra & WL_OPT_START_AWAY)
 		fprintf(f, "  --start-away      each worker starts on a node other than the\n"
 			   "                    leader's (round robin), then is free to move\n");
@@ -127,7 +131,7 @@ int wl_parse(int argc, char **argv, const char *name, const char *about,
 {
 	enum { O_SIZE = 256, O_THREADS, O_ITERS, O_SEED, O_NOPLACE, O_SHARE,
 	       O_PRIVATE, O_VSTRIDE, O_CPUNODE, O_MEMNODE, O_SWEEP, O_PAIRS, O_NOHUGE,
-	       O_BURSTS, O_SLEEPUS, O_AWAY, O_HELP };
+	       O_BURSTS, O_SLEEPUS, O_AWAY, O_PASSES, O_HELP };
 	static const struct option lo[] = {
 		{ "size", required_argument, NULL, O_SIZE },
 		{ "threads", required_argument, NULL, O_THREADS },
@@ -145,6 +149,7 @@ int wl_parse(int argc, char **argv, const char *name, const char *about,
 		{ "bursts", required_argument, NULL, O_BURSTS },
 		{ "sleep-us", required_argument, NULL, O_SLEEPUS },
 		{ "start-away", no_argument, NULL, O_AWAY },
+		{ "passes", required_argument, NULL, O_PASSES },
 		{ "help", no_argument, NULL, O_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -236,6 +241,12 @@ int wl_parse(int argc, char **argv, const char *name, const char *about,
 				bad = "--start-away";
 			else
 				o->start_away = 1;
+			break;
+		case O_PASSES:
+			if (!(extra & WL_OPT_PASSES) || parse_int(optarg, 1, 1 << 20, &v))
+				bad = "--passes";
+			else
+				o->passes = (uint64_t)v;
 			break;
 		case O_HELP:
 			usage(stdout, name, about, extra);

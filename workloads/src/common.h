@@ -44,6 +44,7 @@ struct wl_opts {
 	uint64_t bursts;	/* leader_ft/perthread_ft: pieces per phase */
 	uint64_t sleep_us;	/* ... and the sleep after each piece */
 	int start_away;		/* leader_ft: workers start on other nodes */
+	uint64_t passes;	/* leader_ft/perthread_ft: passes per phase */
 };
 
 /* Which workload-specific options a program accepts. */
@@ -54,6 +55,7 @@ enum {
 	WL_OPT_PTRCHASE = 1 << 3,
 	WL_OPT_BURSTS = 1 << 4,
 	WL_OPT_START_AWAY = 1 << 5,
+	WL_OPT_PASSES = 1 << 6,
 };
 
 /* Parse argv into o (defaults must be preset); prints usage and returns

@@ -96,7 +96,8 @@ static void *worker(void *p)
 {
 	struct warg *w = p;
 	struct shared *s = w->s;
-	uint64_t lo, hi, nlo, nhi, k, i, b, blo, bhi, nb = s->o->bursts, rsum = 0;
+	uint64_t lo, hi, nlo, nhi, k, i, b, q, blo, bhi, nb = s->o->bursts, rsum = 0;
+	uint64_t np = s->o->passes;
 	cpu_set_t saved;
 
 	wl_thread_start(&s->rec[w->id]);
@@ -113,22 +114,27 @@ static void *worker(void *p)
 		__atomic_store_n(&s->away_errno, errno, __ATOMIC_RELAXED);
 
 	for (k = 0; k < s->iters; k++) {
-		/* piece b of the own chunk, then piece b of the successor's */
-		for (b = 0; b < nb; b++) {
-			wl_burst(lo, hi, b, nb, &blo, &bhi);
-			for (i = blo; i < bhi; i++)
-				rsum += s->a[i];
-			wl_burst(nlo, nhi, b, nb, &blo, &bhi);
-			for (i = blo; i < bhi; i++)
-				rsum += s->a[i];
-			wl_burst_sleep(s->o);
+		/* piece b of the own chunk, then piece b of the successor's;
+		 * --passes times over both before the barrier */
+		for (q = 0; q < np; q++) {
+			for (b = 0; b < nb; b++) {
+				wl_burst(lo, hi, b, nb, &blo, &bhi);
+				for (i = blo; i < bhi; i++)
+					rsum += s->a[i];
+				wl_burst(nlo, nhi, b, nb, &blo, &bhi);
+				for (i = blo; i < bhi; i++)
+					rsum += s->a[i];
+				wl_burst_sleep(s->o);
+			}
 		}
 		pthread_barrier_wait(&s->phase);
-		for (b = 0; b < nb; b++) {
-			wl_burst(lo, hi, b, nb, &blo, &bhi);
-			for (i = blo; i < bhi; i++)
-				s->a[i] = s->a[i] * WL_MUL + WL_ADD;
-			wl_burst_sleep(s->o);
+		for (q = 0; q < np; q++) {
+			for (b = 0; b < nb; b++) {
+				wl_burst(lo, hi, b, nb, &blo, &bhi);
+				for (i = blo; i < bhi; i++)
+					s->a[i] = s->a[i] * WL_MUL + WL_ADD;
+				wl_burst_sleep(s->o);
+			}
 		}
 		pthread_barrier_wait(&s->phase);
 	}
@@ -140,7 +146,7 @@ static void *worker(void *p)
 int main(int argc, char **argv)
 {
 	struct wl_opts o = { .size = 8 << 20, .threads = 2, .iters = 10, .seed = 1,
-			     .placement = 1, .bursts = 1 };
+			     .placement = 1, .bursts = 1, .passes = 1 };
 	struct shared s;
 	struct warg *args;
 	struct wl_threads th;
@@ -152,7 +158,7 @@ int main(int argc, char **argv)
 	if (wl_parse(argc, argv, "leader_ft",
 		     "Leader first-touch: main thread initialises all shared data, "
 		     "workers read/write it.\n--size is the shared array (total).",
-		     WL_OPT_BURSTS | WL_OPT_START_AWAY, &o, &rc))
+		     WL_OPT_BURSTS | WL_OPT_START_AWAY | WL_OPT_PASSES, &o, &rc))
 		return rc;
 
 	memset(&s, 0, sizeof(s));
@@ -219,8 +225,9 @@ int main(int argc, char **argv)
 		return WL_EX_RUNTIME;
 	}
 
-	/* closed-form check: S_k = M^k S_0 + n add_k; every chunk is read twice
-	 * per iteration (by its owner and its predecessor). */
+	/* closed-form check: S_k = M^k S_0 + n add_k after k updates; iteration
+	 * k reads the state after k * passes updates, every chunk twice a pass
+	 * (by its owner and its predecessor), passes times. */
 	for (i = 0; i < s.n; i++) {
 		sum0 += wl_mix(i ^ (o.seed << 40));
 		final += s.a[i];
@@ -228,12 +235,12 @@ int main(int argc, char **argv)
 	for (t = 0; t < o.threads; t++)
 		reads += s.read_sums[t];
 	for (k = 0; k < o.iters; k++) {
-		uint64_t add, mul = wl_affine_pow(k, &add);
+		uint64_t add, mul = wl_affine_pow(k * o.passes, &add);
 
-		exp_reads += 2 * (mul * sum0 + s.n * add);
+		exp_reads += 2 * o.passes * (mul * sum0 + s.n * add);
 	}
 	{
-		uint64_t add, mul = wl_affine_pow(o.iters, &add);
+		uint64_t add, mul = wl_affine_pow(o.iters * o.passes, &add);
 
 		exp_final = mul * sum0 + s.n * add;
 	}
@@ -247,6 +254,7 @@ int main(int argc, char **argv)
 	wl_json_bool(&j, "verified", final == exp_final && reads == exp_reads);
 	wl_json_i64(&j, "leader_node", leader_node);
 	wl_json_u64(&j, "bursts", o.bursts);
+	wl_json_u64(&j, "passes", o.passes);
 	wl_json_u64(&j, "sleep_us", o.sleep_us);
 	wl_json_bool(&j, "start_away", o.start_away);
 	wl_json_i64(&j, "voluntary_switches", wl_voluntary_switches());

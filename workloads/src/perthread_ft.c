@@ -46,7 +46,8 @@ static void *worker(void *p)
 {
 	struct warg *w = p;
 	struct shared *s = w->s;
-	uint64_t *mine, *next, k, i, b, blo, bhi, nb = s->o->bursts, rsum = 0;
+	uint64_t *mine, *next, k, i, b, q, blo, bhi, nb = s->o->bursts, rsum = 0;
+	uint64_t np = s->o->passes;
 
 	wl_thread_start(&s->rec[w->id]);
 	/* allocate and first-touch our own block on whatever node we run on */
@@ -67,22 +68,27 @@ static void *worker(void *p)
 	next = s->blk[(w->id + 1) % s->threads];
 
 	for (k = 0; k < s->iters; k++) {
-		/* piece b of the own block, then piece b of the shared part */
-		for (b = 0; b < nb; b++) {
-			wl_burst(0, s->n, b, nb, &blo, &bhi);
-			for (i = blo; i < bhi; i++)
-				rsum += mine[i];
-			wl_burst(0, s->share_n, b, nb, &blo, &bhi);
-			for (i = blo; i < bhi; i++)
-				rsum += next[i];
-			wl_burst_sleep(s->o);
+		/* piece b of the own block, then piece b of the shared part;
+		 * --passes times over both before the barrier */
+		for (q = 0; q < np; q++) {
+			for (b = 0; b < nb; b++) {
+				wl_burst(0, s->n, b, nb, &blo, &bhi);
+				for (i = blo; i < bhi; i++)
+					rsum += mine[i];
+				wl_burst(0, s->share_n, b, nb, &blo, &bhi);
+				for (i = blo; i < bhi; i++)
+					rsum += next[i];
+				wl_burst_sleep(s->o);
+			}
 		}
 		pthread_barrier_wait(&s->phase);
-		for (b = 0; b < nb; b++) {
-			wl_burst(0, s->n, b, nb, &blo, &bhi);
-			for (i = blo; i < bhi; i++)
-				mine[i] = mine[i] * WL_MUL + WL_ADD;
-			wl_burst_sleep(s->o);
+		for (q = 0; q < np; q++) {
+			for (b = 0; b < nb; b++) {
+				wl_burst(0, s->n, b, nb, &blo, &bhi);
+				for (i = blo; i < bhi; i++)
+					mine[i] = mine[i] * WL_MUL + WL_ADD;
+				wl_burst_sleep(s->o);
+			}
 		}
 		pthread_barrier_wait(&s->phase);
 	}
@@ -108,7 +114,7 @@ static void placement(struct wl_json *j, const char *key, const struct shared *s
 int main(int argc, char **argv)
 {
 	struct wl_opts o = { .size = 2 << 20, .threads = 2, .iters = 10, .seed = 1,
-			     .placement = 1, .share_pct = 12, .bursts = 1 };
+			     .placement = 1, .share_pct = 12, .bursts = 1, .passes = 1 };
 	struct shared s;
 	struct warg *args;
 	struct wl_threads th;
@@ -122,7 +128,7 @@ int main(int argc, char **argv)
 		     "Per-thread first-touch: each worker allocates and initialises its own "
 		     "block,\nthen also reads part of its neighbour's.\n--size is each "
 		     "worker's block (per thread).",
-		     WL_OPT_SHARE | WL_OPT_BURSTS, &o, &rc))
+		     WL_OPT_SHARE | WL_OPT_BURSTS | WL_OPT_PASSES, &o, &rc))
 		return rc;
 
 	memset(&s, 0, sizeof(s));
@@ -184,8 +190,9 @@ int main(int argc, char **argv)
 		}
 		reads += s.read_sums[t];
 	}
+	/* iteration k reads the state after k * passes updates, passes times */
 	for (k = 0; k <= o.iters; k++) {
-		uint64_t add, mul = wl_affine_pow(k, &add);
+		uint64_t add, mul = wl_affine_pow(k * o.passes, &add);
 
 		for (t = 0; t < o.threads; t++) {
 			int nx = (t + 1) % o.threads;
@@ -193,8 +200,8 @@ int main(int argc, char **argv)
 			if (k == o.iters)
 				exp_final += mul * sum0[t] + s.n * add;
 			else
-				exp_reads += mul * sum0[t] + s.n * add +
-					     mul * part0[nx] + s.share_n * add;
+				exp_reads += o.passes * (mul * sum0[t] + s.n * add +
+							 mul * part0[nx] + s.share_n * add);
 		}
 	}
 	ok = final == exp_final && reads == exp_reads;
@@ -203,6 +210,7 @@ int main(int argc, char **argv)
 		       (tq0 - t0) + (t2 - tq1));
 	wl_json_u64(&j, "share_pct", o.share_pct);
 	wl_json_u64(&j, "bursts", o.bursts);
+	wl_json_u64(&j, "passes", o.passes);
 	wl_json_u64(&j, "sleep_us", o.sleep_us);
 	wl_json_i64(&j, "voluntary_switches", wl_voluntary_switches());
 	wl_json_hex(&j, "checksum", final);
