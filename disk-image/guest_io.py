@@ -4,7 +4,8 @@
     disk-image/guest_io.py pack-job JOB.json OUT.tar [--init-option KEY=JSON]...
         the job tar the init reads (gem5: give OUT.tar to the workload's readfile)
     disk-image/guest_io.py collect-gem5 M5OUT DEST [--prefix guest-] [--console LOG]
-        the files the init wrote with `m5 writefile` (M5OUT/guest-<name>) -> DEST/<name>,
+        the results tar the init wrote with one `m5 writefile` (M5OUT/guest-results.tar,
+        its default) or the files it wrote one by one (M5OUT/guest-<name>) -> DEST/<name>,
         or the results block it printed on the serial console LOG
     disk-image/guest_io.py read-results DISK DEST
         a QEMU results disk (raw, a tar) -> DEST/<name>
@@ -50,29 +51,63 @@ def pack_job_file(job: dict[str, Any], out: Path, options: dict[str, Any] | None
     return out
 
 
+def write_results(files: dict[str, bytes], dest: Path) -> None:
+    """Write {name: bytes} (flat names, checked again here) into DEST."""
+    for name, blob in files.items():
+        if not init.safe_name(name):
+            raise init.JobError(f"results: refusing member {name!r}")
+        target = dest / name
+        if target.is_symlink():  # never write through a link out of DEST
+            target.unlink()
+        target.write_bytes(blob)
+
+
+def extract_results_tar(tar: Path, dest: Path) -> dict[str, bytes]:
+    """The results tar TAR (gem5 hand back "tar") -> DEST/<name>; its files.
+    init.JobError, with nothing written, for a tar that is not a whole results
+    tar: a member that is not a flat file name (no '/', '..', absolute path,
+    link or device) or is bigger than init.MAX_MEMBER, or no end-of-archive."""
+    with open(tar, "rb") as f:
+        files = init.read_results_tar(f)
+    dest.mkdir(parents=True, exist_ok=True)
+    write_results(files, dest)
+    return files
+
+
 def collect_gem5(
     m5out: Path, dest: Path, prefix: str = "guest-", console: Path | None = None
 ) -> dict[str, Any] | None:
-    """Copy M5OUT/<prefix><name> to DEST/<name>; the guest status, or None when
-    <prefix>status.json is missing (the init writes it last: the hand back did
-    not complete). Without it, the results block the init printed on the serial
-    CONSOLE (its fallback when m5 writefile fails) is used if one is intact;
-    DEST/handback.json says which way the files came."""
+    """The guest's result files into DEST; its status, or None when the hand
+    back did not complete. Three ways, DEST/handback.json says which one
+    (and why the tar was refused, if it was):
+    "tar": M5OUT/<prefix>results.tar, the init's default (one m5 writefile),
+    whole (extract_results_tar); "writefile": M5OUT/<prefix><name> -> DEST/<name>,
+    complete when <prefix>status.json is there (the init writes it last);
+    "console": else, the results block the init printed on the serial CONSOLE
+    (its fallback when m5 writefile fails), if one is intact."""
     dest.mkdir(parents=True, exist_ok=True)
+    tar = m5out / (prefix + init.GEM5_TAR)
     for p in sorted(m5out.glob(prefix + "*")):
         name = p.name[len(prefix) :]
-        if p.is_file() and init.safe_name(name):
+        if p.is_file() and init.safe_name(name) and p != tar:
             shutil.copyfile(p, dest / name)
     via = None
-    if (m5out / (prefix + init.STATUS_FILE)).exists():
+    record: dict[str, Any] = {}
+    if tar.is_file():
+        try:
+            extract_results_tar(tar, dest)
+            via = "tar"
+        except (init.JobError, OSError) as e:
+            record["tar_error"] = f"{tar.name}: {e}"
+            print(f"guest_io: {tar}: refused: {e}", file=sys.stderr)
+    if via is None and (m5out / (prefix + init.STATUS_FILE)).exists():
         via = "writefile"
-    elif console is not None and console.exists():
+    elif via is None and console is not None and console.exists():
         files = init.console_decode(console.read_text(errors="replace"))
         if files is not None:
-            for name, blob in files.items():
-                (dest / name).write_bytes(blob)
+            write_results(files, dest)
             via = "console"
-    (dest / "handback.json").write_text(json.dumps({"via": via}) + "\n")
+    (dest / "handback.json").write_text(json.dumps(dict(record, via=via)) + "\n")
     if via is None:
         return None
     return json.loads((dest / init.STATUS_FILE).read_text())
@@ -86,8 +121,7 @@ def read_results_disk(disk: Path, dest: Path) -> dict[str, Any] | None:
     if files is None:
         return None
     dest.mkdir(parents=True, exist_ok=True)
-    for name, blob in files.items():
-        (dest / name).write_bytes(blob)
+    write_results(files, dest)
     return json.loads(files[init.STATUS_FILE])
 
 

@@ -210,6 +210,7 @@ def run_mix(
                 p["installed"], outdir, "prog-{:02d}-{}".format(p["index"], _safe(p["name"]))
             )
 
+    stamps = dict(status["monotonic_s"], records_completed=time.monotonic())
     # 5. counters after, policy still in force?
     vm1 = parse_kv_numbers(read_text("/proc/vmstat"))
     ns1 = numastat(sys_root)
@@ -220,6 +221,7 @@ def run_mix(
     if pol["status"] == "set" and pol_end != pol["in_force"]:
         errors.append(f"policy changed during the run: {pol['in_force']} -> {pol_end}")
 
+    stamps["counters_read"] = time.monotonic()
     for rec in status["programs"]:
         w.write(rec)
     for rec in status["thread_groups"]:
@@ -240,6 +242,7 @@ def run_mix(
             if rec["status"] == "set" and rec["before"] is not None:
                 restored[rec["name"]] = set_sysctl(sysctl_root, path, rec["before"])["status"]
 
+    stamps["restored"] = time.monotonic()
     lb_rec = {"path": lb_stats, "status": "absent" if lb0 is None else "present"}  # type: Dict
     if lb0 is not None:
         b, a = parse_lb_stats(lb0), parse_lb_stats(lb1)
@@ -270,6 +273,10 @@ def run_mix(
             "roi": status["roi"],
             "start_jitter": status["start_jitter"],
             "errors": errors,
+            # CLOCK_MONOTONIC s: release, reaped (last program), workend (its
+            # m5 call returned: the ROI has ended), records_completed, counters_read,
+            # restored (sysctls), record (this record built, not yet encoded)
+            "monotonic_s": dict(stamps, record=time.monotonic()),
         }
     )
     w.close()
@@ -519,9 +526,13 @@ def run_programs(
         signal.set_wakeup_fd(old_wake)
         os.close(wake_r)
         os.close(wake_w)
-    elapsed = time.monotonic() - t0
+    reaped = time.monotonic()
+    elapsed = reaped - t0
     ss_end = mix_schedstat.stamp(ss_path) if ss_begin is not None else None
     roi_rc["end"] = roi_mark(roi, "workend", errors)
+    # where the guest time after the ROI goes (a gem5 run's hand-back phase):
+    # CLOCK_MONOTONIC stamps, the same clock as the init's (status.json)
+    stamps = {"release": t0, "reaped": reaped, "workend": time.monotonic()}
     stop_background(procs, results, t0)
 
     tgs = complete_records(results, sampler.groups, outdir, job["run_id"])
@@ -534,6 +545,7 @@ def run_programs(
         "start_jitter": jitter,
         "roi": roi_rc,
         "sched_cpu": sched_cpu_record(ss_begin, ss_first, ss_end, t0),
+        "monotonic_s": stamps,
     }
 
 

@@ -30,7 +30,12 @@ INIT_KEYS = (
     "gem5_handback",
     "mixrunner_args",
 )
-GEM5_HANDBACKS = ("writefile", "console")
+# gem5 hand-back modes: "tar" one `m5 writefile` of the results tar as
+# <gem5_prefix>results.tar (GEM5_TAR); "writefile" one per file as
+# <gem5_prefix><name>, status.json last; "console" the console block below.
+GEM5_HANDBACKS = ("tar", "writefile", "console")
+GEM5_HANDBACK_DEFAULT = "tar"
+GEM5_TAR = "results.tar"
 # Serial-console fallback: the results tar (pack_results) in base64 between
 # these lines; the header carries the byte count and SHA-256 so a console line
 # mangled by a kernel message is detected, never silently accepted.
@@ -61,7 +66,7 @@ def pack_job(job: Dict[str, Any], options: Optional[Dict[str, Any]] = None) -> b
     bad = sorted(set(options) - set(INIT_KEYS))
     if bad:
         raise JobError("unknown init options: %s (allowed: %s)" % (bad, ", ".join(INIT_KEYS)))
-    how = options.get("gem5_handback", "writefile")
+    how = options.get("gem5_handback", GEM5_HANDBACK_DEFAULT)
     if how not in GEM5_HANDBACKS:
         raise JobError("gem5_handback: %r is not one of %s" % (how, ", ".join(GEM5_HANDBACKS)))
     buf = io.BytesIO()
@@ -137,13 +142,32 @@ def read_results(fileobj: IO[bytes]) -> Optional[Dict[str, bytes]]:
     """{name: bytes} from a results disk/tar (status.json included); None when the
     disk still holds the host's blank marker (the guest never wrote it).
     Raises JobError for anything that is not a results tar."""
+    return _read_results(fileobj)[0]
+
+
+def read_results_tar(fileobj: IO[bytes]) -> Dict[str, bytes]:
+    """read_results for a results tar on its own (gem5's GEM5_TAR), which must
+    be whole: its end-of-archive blocks are there, so a tar cut short (the
+    simulation ended during the writefile) is refused, not half read."""
+    files, end = _read_results(fileobj)
+    if files is None:
+        raise JobError("results tar: only the blank marker")
+    fileobj.seek(end)
+    rest = fileobj.read(20 << 10)
+    if len(rest) < 1024 or rest.strip(b"\0"):
+        raise JobError("results tar: no end-of-archive after byte %d (cut short?)" % end)
+    return files
+
+
+def _read_results(fileobj: IO[bytes]) -> Tuple[Optional[Dict[str, bytes]], int]:
+    """(read_results' answer, offset where the tar's end-of-archive should be)."""
     try:
         with tarfile.open(fileobj=fileobj, mode="r:") as tar:
             first = tar.next()
             if first is None:
                 raise JobError("results: empty tar")
             if first.name == RESULTS_EMPTY:
-                return None
+                return None, 0
             if first.name != RESULTS_MARKER:
                 raise JobError("results: first member is %r, not %s" % (first.name, RESULTS_MARKER))
             out = {}
@@ -153,11 +177,12 @@ def read_results(fileobj: IO[bytes]) -> Optional[Dict[str, bytes]]:
                 if not m.isfile() or not safe_name(m.name) or m.size > MAX_MEMBER:
                     raise JobError("results: refusing member %r" % m.name)
                 out[m.name] = tar.extractfile(m).read()  # type: ignore[union-attr]
+            end = tar.offset
     except tarfile.TarError as e:
         raise JobError("results tar unreadable: %s" % e) from e
     if STATUS_FILE not in out:
         raise JobError("results without status.json")
-    return out
+    return out, end
 
 
 def console_encode(files: Dict[str, bytes], status: Dict[str, Any]) -> str:

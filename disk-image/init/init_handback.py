@@ -1,6 +1,7 @@
 """Hand-back of the results, for numa-lb-init: collect the result files,
-then under gem5 `m5 writefile` each (status.json last) or print the results
-tar on the serial console, under QEMU write the tar over the results disk
+then under gem5 `m5 writefile` the results tar once (gem5_handback "tar", the
+default) or each file (status.json last, "writefile"), or print the results
+tar on the serial console; under QEMU write the tar over the results disk
 (dropping the biggest non-essential files when it does not fit).
 Stdlib only, Python >= 3.6 (see numa-lb-init).
 """
@@ -14,7 +15,16 @@ import termios
 import time
 from typing import Dict, List  # noqa: F401 (List: type comments)
 
-from init_formats import MAX_MEMBER, STATUS_FILE, console_encode, fit_results, safe_name
+from init_formats import (
+    GEM5_HANDBACK_DEFAULT,
+    GEM5_TAR,
+    MAX_MEMBER,
+    STATUS_FILE,
+    console_encode,
+    fit_results,
+    pack_results,
+    safe_name,
+)
 from init_system import uptime
 
 PRINTK = "/proc/sys/kernel/printk"  # console log level: 1 keeps kernel lines out of the block
@@ -46,7 +56,12 @@ class HandBack:
 
     def hand_back(self) -> None:
         self.phase("handback")
+        # CLOCK_MONOTONIC (the mix runner's run_end.monotonic_s clock; uptime
+        # has 10 ms steps): where a gem5 run's time after the ROI goes
+        stamps = self.status.setdefault("monotonic_s", {})
+        stamps["handback"] = time.monotonic()
         files = self.collect()
+        stamps["collected"] = time.monotonic()
         self.status["files"] = {n: len(b) for n, b in sorted(files.items())}
         self.status["uptime_end_s"] = round(uptime(), 3)
         self.log(
@@ -56,18 +71,36 @@ class HandBack:
         files["init.log"] = ("\n".join(self.lines) + "\n").encode()
         if self.backend == "gem5":
             prefix = str(self.opts.get("gem5_prefix", "guest-"))
+            how = str(self.opts.get("gem5_handback", GEM5_HANDBACK_DEFAULT))
+            self.status["gem5_handback"] = how
             files[STATUS_FILE] = (json.dumps(self.status, indent=1, sort_keys=True) + "\n").encode()
             names = sorted(n for n in files if n != STATUS_FILE) + [STATUS_FILE]
-            how = str(self.opts.get("gem5_handback", "writefile"))
             failed = []  # type: List[str]
-            if how == "writefile":
+            calls = 0
+            if how == "tar":  # one m5 call: status.json is inside, the tar whole or refused
+                data = pack_results(files, self.status)
+                path = os.path.join(self.rundir, "handback-" + GEM5_TAR)
+                with open(path, "wb") as f:
+                    f.write(data)
+                rc, _ = self.m5_call(["writefile", path, prefix + GEM5_TAR])
+                calls += 1
+                if rc != 0:
+                    failed.append(GEM5_TAR)
+            elif how == "writefile":
                 for n in names:
                     path = os.path.join(self.rundir, "handback-" + n)
                     with open(path, "wb") as f:
                         f.write(files[n])
                     rc, _ = self.m5_call(["writefile", path, prefix + n])
+                    calls += 1
                     if rc != 0:
                         failed.append(n)
+            if calls:  # after the hand-back: on the console only (the host keeps it)
+                self.log(
+                    "handed back %d files with %d m5 writefile: collect %.6f s, write %.6f s"
+                    % (len(files), calls, stamps["collected"] - stamps["handback"],
+                       time.monotonic() - stamps["collected"])
+                )  # fmt: skip
             if how == "console" or failed:
                 self.log(
                     "results on the serial console (%s)"

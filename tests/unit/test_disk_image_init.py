@@ -196,9 +196,8 @@ def run_init_with_m5(
 
 def test_gem5_path_readfile_work_items_writefile_exit(prefix: Path, tmp_path: Path) -> None:
     job = {"run_id": "g1", "programs": SMALL_MIX[:1]}
-    p, d = run_init_with_m5(
-        prefix, tmp_path, FAKE_M5, job, {"roi_workid": 7, "gem5_prefix": "guest."}
-    )
+    opts = {"roi_workid": 7, "gem5_prefix": "guest.", "gem5_handback": "writefile"}
+    p, d = run_init_with_m5(prefix, tmp_path, FAKE_M5, job, opts)
     assert p.returncode == 0, p.stdout + p.stderr
     calls = (d / "calls").read_text().splitlines()
     names = [c.split()[0] for c in calls]
@@ -220,6 +219,38 @@ def test_gem5_path_readfile_work_items_writefile_exit(prefix: Path, tmp_path: Pa
     assert (tmp_path / "guest" / "init.log").is_file()
     (d / "out" / "guest.status.json").unlink()  # an interrupted hand back
     assert guest_io.collect_gem5(d / "out", tmp_path / "g2", prefix="guest.") is None
+
+
+def test_gem5_default_hand_back_is_one_results_tar(prefix: Path, tmp_path: Path) -> None:
+    """gem5_handback "tar" (the default): one m5 writefile, status.json inside."""
+    job = {"run_id": "g3", "programs": SMALL_MIX[:1]}
+    p, d = run_init_with_m5(prefix, tmp_path, FAKE_M5, job, {"roi_workid": 7})
+    assert p.returncode == 0, p.stdout + p.stderr
+    calls = (d / "calls").read_text().splitlines()
+    assert [c.split()[0] for c in calls] == [
+        "probe", "readfile", "workbegin", "workend", "writefile", "exit"
+    ]  # fmt: skip
+    assert calls[4].split()[2] == "guest-results.tar"
+    assert [f.name for f in (d / "out").iterdir()] == ["guest-results.tar"]
+    assert "handed back 8 files with 1 m5 writefile: collect " in p.stdout
+    got = guest_io.collect_gem5(d / "out", tmp_path / "guest", prefix="guest-")
+    assert got is not None and got["status"] == "ok" and got["gem5_handback"] == "tar"
+    g = tmp_path / "guest"
+    assert json.loads((g / "handback.json").read_text()) == {"via": "tar"}
+    assert not (g / "results.tar").exists()
+    assert records({"results.jsonl": (g / "results.jsonl").read_bytes()})
+    assert "mix runner exit 0" in (g / "init.log").read_text()
+    # the guest-clock split of the time after the ROI: runner, then the init
+    stamps = got["monotonic_s"]
+    assert stamps["run_end"] <= stamps["handback"] <= stamps["collected"]
+    end = [json.loads(x) for x in (g / "results.jsonl").read_text().splitlines()][-1]
+    assert end["monotonic_s"]["workend"] <= end["monotonic_s"]["record"] <= stamps["run_end"]
+    # a tar cut short (gem5 stopped during the writefile) is refused, not half read
+    tar = d / "out" / "guest-results.tar"
+    tar.write_bytes(tar.read_bytes()[:1536])
+    assert guest_io.collect_gem5(d / "out", tmp_path / "cut", prefix="guest-") is None
+    hb = json.loads((tmp_path / "cut" / "handback.json").read_text())
+    assert hb["via"] is None and "guest-results.tar" in hb["tar_error"]
 
 
 def test_guest_io_cli_packs_jobs_and_reads_results_disks(tmp_path: Path) -> None:
@@ -273,11 +304,13 @@ FAILING_WRITEFILE_M5 = FAKE_M5.replace(
 )
 
 
+@pytest.mark.parametrize("how", ["tar", "writefile"])
 def test_gem5_writefile_failure_falls_back_to_the_serial_console(
-    prefix: Path, tmp_path: Path
+    prefix: Path, tmp_path: Path, how: str
 ) -> None:
     job = {"run_id": "g2", "programs": SMALL_MIX[:1]}
-    p, d = run_init_with_m5(prefix, tmp_path, FAILING_WRITEFILE_M5, job, {"gem5_prefix": "guest-"})
+    opts = {"gem5_prefix": "guest-", "gem5_handback": how}
+    p, d = run_init_with_m5(prefix, tmp_path, FAILING_WRITEFILE_M5, job, opts)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "m5 writefile failed" in p.stdout
     assert not list((d / "out").iterdir())  # nothing came through writefile

@@ -517,6 +517,30 @@ def test_roi_brackets_only_the_programs(tmp_path: Path) -> None:
     assert rc in (0, 1)
 
 
+def test_run_end_stamps_split_the_time_after_the_roi(tmp_path: Path) -> None:
+    """run_end.monotonic_s: where a gem5 run's post-ROI (hand-back) guest time goes."""
+    m5, _ = fake_m5(tmp_path)
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    job = mr.load_job(
+        {"run_id": "stamps", "programs": [{"name": "s", "cmd": ["sh", "-c", "sleep 0.2"]}]}
+    )
+    out = tmp_path / "out"
+    before = time.monotonic()
+    mr.run_mix(job, str(out), str(tmp_path / "nosys"), bin_dirs=[str(bindir)],
+               roi=[str(m5), "7"])  # fmt: skip
+    after = time.monotonic()
+    end = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()][-1]
+    st = end["monotonic_s"]
+    order = ["release", "reaped", "workend", "records_completed", "counters_read", "restored",
+             "record"]  # fmt: skip
+    assert sorted(st) == sorted(order)
+    assert [st[k] for k in order] == sorted(st[k] for k in order)
+    assert before <= st["release"] and st["record"] <= after  # CLOCK_MONOTONIC, as the init's
+    assert st["reaped"] - st["release"] == pytest.approx(end["elapsed_s"], abs=1e-5)
+    assert st["reaped"] - st["release"] >= 0.2
+
+
 def test_a_warm_up_moves_to_the_roi_cpu_before_the_programs_start(tmp_path: Path) -> None:
     """warmup_s > 0: work item 4 before the forks, then warmup_s, then the ROI."""
     m5, log = fake_m5(tmp_path)
