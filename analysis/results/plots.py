@@ -153,6 +153,7 @@ def forest(
     xlabel: str,
     title: str,
     mark: str = "pre-registered",
+    threshold: tuple[float, str] | None = None,
 ) -> bytes:
     """A forest plot: one row per contrast, grouped (a bold heading per group).
 
@@ -162,6 +163,8 @@ def forest(
     diamond and @mark beside its numbers). A row without an interval gets a
     hollow marker and the words "no interval"; never a bar. The line at 0 is
     "no difference"; mean, interval and n are printed at the right edge.
+    @threshold (x, label): a dashed line at x, labelled (e.g. a decision rule's
+    bound), kept inside the axis.
     """
     groups: list[str] = list(dict.fromkeys(str(r["group"]) for r in rows))
     ys: list[tuple[float, dict]] = []
@@ -177,7 +180,8 @@ def forest(
         y += 0.4
     fig, ax = plt.subplots(figsize=(8.6, 0.3 * y + 1.3))
     finite = [v for _, r in ys for v in (r["mean"], r["lo"], r["hi"]) if np.isfinite(v)]
-    lo_x, hi_x = (min(finite + [0.0]), max(finite + [0.0])) if finite else (-1.0, 1.0)
+    extra = [0.0] + ([threshold[0]] if threshold else [])
+    lo_x, hi_x = (min(finite + extra), max(finite + extra)) if finite else (-1.0, 1.0)
     pad = 0.08 * (hi_x - lo_x or 1.0)
     ax.set_xlim(lo_x - pad, hi_x + pad)
     for yy, r in ys:
@@ -201,6 +205,10 @@ def forest(
         ax.annotate(txt, xy=(1.01, yy), xycoords=("axes fraction", "data"), va="center",
                     fontsize=8, fontweight="bold" if r.get("marked") else "normal")  # fmt: skip
     ax.axvline(0, color="black", lw=0.8, zorder=1)
+    if threshold:
+        ax.axvline(threshold[0], color="#b03a2e", lw=0.9, ls="--", zorder=1)
+        ax.annotate(threshold[1], xy=(threshold[0], -0.75), fontsize=7, color="#b03a2e",
+                    ha="left", va="bottom", rotation=0)  # fmt: skip
     ticks = [yy for yy, _ in ys] + [yy for yy, _ in heads]
     labels = [str(r["label"]) for _, r in ys] + [g for _, g in heads]
     ax.set_yticks(ticks)

@@ -484,7 +484,8 @@ def verdict_section(metrics: pd.DataFrame) -> Section | None:
         f"Every contrast against {base} on the verdict's endpoint, per configuration: the "
         f"mean over the programs of ln(t_{base} / t_policy) paired by repeat, as "
         "(exp(x) − 1) × 100 %. Dot = mean over the repeats, n = pairs, the vertical line is "
-        f"no difference. {pol}'s bar is its 95 % t interval"
+        f"no difference, the dashed line +{verdict.pct(verdict.REFUTE_BELOW):.0f} % (refuted if "
+        f"{pol}'s whole interval lies below it). {pol}'s bar is its 95 % t interval"
         + (f" (diamond, band: the {MARK} contrast at the pre-registered machine)"
            if primary else "")
         + (f"; the other policies' bars are at the Bonferroni level 1 − 0.05/m "
@@ -493,8 +494,10 @@ def verdict_section(metrics: pd.DataFrame) -> Section | None:
         f"under a pre-registration. Runs: {runs} runs in {len(shown)} "
         f"configuration{'' if len(shown) == 1 else 's'}."
     )  # fmt: skip
+    bound = verdict.pct(verdict.REFUTE_BELOW)
     png = plots.forest(rows, f"improvement over {base} (%)",
-                       f"Verdict: {pol} and the other policies against {base}", MARK)  # fmt: skip
+                       f"Verdict: {pol} and the other policies against {base}", MARK,
+                       threshold=(bound, f"+{bound:.0f} %: refute bound"))  # fmt: skip
     s.items.append(Figure(png, caption, "verdict_forest"))
     return s
 

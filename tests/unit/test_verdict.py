@@ -325,6 +325,20 @@ def test_the_b192_report_has_the_verdict_section(b192: pd.DataFrame, tmp_path: P
     assert "| gem5 4x2 f=1.6 lb3-block192 t=6 | mbplus | 3 |" in sec and "99.29 %" in sec
     assert (tmp_path / "report_files" / "verdict_forest.png").is_file()
     assert "Runs: 27 runs in 1 configuration." in sec
+    assert "the dashed line +3 % (refuted if excl's whole interval lies below it)" in sec
     assert "<h2>Verdict: excl against default, the pre-registered contrast</h2>" in (
         out["html"].read_text()
     )
+
+
+def test_the_forest_draws_the_refute_bound() -> None:
+    """plots.forest's threshold: a dashed line the axis keeps in view even
+    when every interval lies on the other side of 0 (a different picture)."""
+    from analysis.results import plots  # noqa: PLC0415
+
+    rows = [{"group": "g", "label": "excl", "mean": -4.0, "lo": -6.0, "hi": -2.0, "n": 5,
+             "marked": True}]  # fmt: skip
+    plain = plots.forest(rows, "x", "t")
+    bound = plots.forest(rows, "x", "t", threshold=(3.0, "+3 %: refute bound"))
+    assert plain.startswith(b"\x89PNG") and bound.startswith(b"\x89PNG")
+    assert plain != bound
