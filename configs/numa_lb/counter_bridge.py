@@ -97,7 +97,15 @@ def bridge_latency(topology: Any) -> dict[str, Any]:
     one-hop factor its resolved link latency has in the calibration table (or
     the first-order model, named as such, when the run has no table)."""
     link = topology.link_latency()
-    return load_latency(topology.hops(), link.predicted_numa_factor, link.source, link.cycles)
+    cal = topology.calibration
+    source = "first-order model (uncalibrated): no calibration table"
+    if cal is not None:
+        try:
+            cal.factor(link.cycles)
+            source = f"calibration {Path(cal.source).name}"
+        except ValueError:
+            source = "first-order model (uncalibrated): link latency outside the calibration table"
+    return load_latency(topology.hops(), link.predicted_numa_factor, source, link.cycles)
 
 
 def stats_prefix(path: str) -> str:
