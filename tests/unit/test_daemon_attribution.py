@@ -337,3 +337,27 @@ def test_the_bridges_latency_comes_from_the_runs_calibration() -> None:
     assert ring["relative"][0] == [1.0, 1.5, 2.0, 1.5]  # 1 + h (f - 1)
     with pytest.raises(ValueError, match="below 1"):
         cb.load_latency([[0]], 0.9, "x", 1)
+
+
+def test_the_report_names_attribution_node_split_and_latency(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from analysis.results.daemons import decision_summary, parse_daemon_text
+
+    _, a, b = scripted(tmp_path)
+    _, prev, cur = views_of(tmp_path / "v")
+    d = daemon(tmp_path, "devil", monkeypatch)
+    d.interval(a, b, prev, cur)
+    d.log.write(d.summary())
+    d.log.close()
+    line = decision_summary(parse_daemon_text((tmp_path / "d.jsonl").read_text()))
+    assert (
+        "; attribution per_task 1; node split: socket matrix shared by attributed "
+        "misses (approximate), purity mean 0.571" in line
+    )  # (125/140 + 0.25) / 2
+    d = daemon(tmp_path / "i", "imar", monkeypatch)
+    d.interval(a, b, prev, cur)
+    d.log.write(d.summary())
+    d.log.close()
+    line = decision_summary(parse_daemon_text((tmp_path / "i" / "d.jsonl").read_text()))
+    assert "; latency: measured: calibrated load latency per hop (one-hop factor 1.6" in line
