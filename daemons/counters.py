@@ -18,6 +18,11 @@ turns two samples into one interval per CPU, with the memory requests split
 by destination node where the source can tell (gem5: per socket, split
 between the socket's cores by their LLC misses; perf: local/remote only);
 ``interval_ns`` is the interval's length (gem5: from the replies' ticks).
+A gem5 reply of a run with the guest's context-switch marks on also carries
+per-task counts (the bridge's task ledger): ``task_delta`` gives each task's
+counts over the interval, ``task_requests`` its share of each socket's
+requests by home node (by its LLC misses on that socket: approximate, see
+daemons/README.md "Signals").
 
 Nothing is repaired silently: a sample whose counts cannot be trusted (the
 bridge's request matrix inconsistent, a negative count, a counter lower than

@@ -31,7 +31,9 @@ reset them: the values before each reset are kept as offsets):
   homed at node d, from the request network's throttle counts
   (``ruby_requests.remote_requests``, the same derivation the reports use);
   gem5 counts them per link, not per core, so the guest splits a socket's
-  requests between its cores by their LLC misses.
+  requests between its cores by their LLC misses, or, with the guest's
+  switch marks on, between the tasks that missed there by their misses
+  (``task_llc_by_socket`` from the ledger; approximate, daemons/README.md);
 
 - ``load_latency`` (when the run script gives it, ``load_latency``): the
   machine's load-to-use latency from socket s to node d relative to a local
