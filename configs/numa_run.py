@@ -50,7 +50,12 @@ sys.path.insert(0, str(CONFIGS))
 sys.path.insert(0, str(REPO / "disk-image"))
 
 import guest_io  # noqa: E402  (disk-image/: the job and result formats)
-from numa_lb.counter_bridge import READFILE_NAME, CounterBridge, core_paths  # noqa: E402
+from numa_lb.counter_bridge import (  # noqa: E402
+    READFILE_NAME,
+    CounterBridge,
+    bridge_latency,
+    core_paths,
+)
 from numa_lb.cpu_switch import back_to_boot_cpu  # noqa: E402
 from numa_lb.hammer_hierarchy import NumaHammerCacheHierarchy  # noqa: E402
 from numa_lb.kernel_cmdline import guest_args, image_boot  # noqa: E402
@@ -237,6 +242,7 @@ def main() -> None:
             reset_tick=start_tick,  # the first simulate() resets the statistics
             config=outdir / "config.json",
             in_roi=lambda: protocol.state.value == "roi",
+            latency=bridge_latency(topology),
         )
     protocol = RoiProtocol(
         outdir=outdir,

@@ -18,6 +18,11 @@ turns two samples into one interval per CPU, with the memory requests split
 by destination node where the source can tell (gem5: per socket, split
 between the socket's cores by their LLC misses; perf: local/remote only);
 ``interval_ns`` is the interval's length (gem5: from the replies' ticks).
+A gem5 reply of a run with the guest's context-switch marks on also carries
+per-task counts (the bridge's task ledger): ``task_delta`` gives each task's
+counts over the interval, ``task_requests`` its share of each socket's
+requests by home node (by its LLC misses on that socket: approximate, see
+daemons/README.md "Signals").
 
 Nothing is repaired silently: a sample whose counts cannot be trusted (the
 bridge's request matrix inconsistent, a negative count, a counter lower than
@@ -278,6 +283,10 @@ def perf_error(err: int, cpu: int) -> str:
 
 
 _NUM_LISTS = ("insts", "busy_cycles", "llc_misses")
+# Per-task counts of a reply (the bridge's task ledger, issue 39: the guest
+# marks its context switches, each CPU's counts since its last mark go to the
+# task that ran): pid -> these.
+TASK_KEYS = ("insts", "llc_misses", "busy_cycles")
 
 
 def parse_reply(text: str, last_seq: Optional[int] = None) -> Dict[str, Any]:
@@ -319,6 +328,27 @@ def check_sample(d: Dict[str, Any]) -> None:
         raise CounterError("sample field mem_requests is not a matrix of numbers")
     if d.get("insts") is None or d.get("busy_cycles") is None:
         raise CounterError("sample without instructions or busy cycles")
+    tasks = d.get("tasks")
+    if tasks is not None:
+        if not isinstance(tasks, dict) or not all(
+            str(k).isdigit() and isinstance(v, dict) and all(_number(v.get(c)) for c in TASK_KEYS)
+            for k, v in tasks.items()
+        ):
+            raise CounterError(
+                f"sample field tasks is not a map of pid -> numbers {list(TASK_KEYS)}"
+            )
+    by = d.get("task_llc_by_socket")
+    if by is not None and not (
+        isinstance(by, dict) and all(str(k).isdigit() and isinstance(v, list)
+                                     and all(_number(x) for x in v) for k, v in by.items())
+    ):  # fmt: skip
+        raise CounterError("sample field task_llc_by_socket is not a map of pid -> numbers")
+    lat = d.get("load_latency")
+    if lat is not None:
+        rel = lat.get("relative") if isinstance(lat, dict) else None
+        if not (isinstance(rel, list) and all(isinstance(r, list) and all(
+                _number(x) and x > 0 for x in r) for r in rel)):  # fmt: skip
+            raise CounterError("sample field load_latency has no matrix of positive latencies")
 
 
 _COUNT_LISTS = ("insts", "busy_cycles", "llc_misses", "mem_local", "mem_remote")
@@ -425,18 +455,88 @@ def delta(
 
 def _split_requests(prev: Dict[str, Any], cur: Dict[str, Any]) -> Dict[int, Dict[int, float]]:
     """gem5: each socket's requests by home node, split over its cores."""
-    a, b = prev.get("mem_requests"), cur.get("mem_requests")
-    sockets = cur.get("sockets")
-    if a is None or b is None or not sockets:
+    reqs_of = socket_requests(prev, cur)
+    if reqs_of is None:
         return {}
-    nodes = cur.get("node_of_socket") or list(range(len(sockets)))
     cpus = cur["cpus"]
     llc = {}  # type: Dict[int, float]
     for i, cpu in enumerate(cpus):
         if cur.get("llc_misses") is not None and prev.get("llc_misses") is not None:
             llc[cpu] = float(cur["llc_misses"][i]) - float(prev["llc_misses"][i])
     out = {}  # type: Dict[int, Dict[int, float]]
-    for s, members in enumerate(sockets):
+    for s, members in enumerate(cur["sockets"]):
+        reqs = reqs_of[s]
+        weights = [llc.get(c, 0.0) for c in members]
+        total = sum(weights)
+        for c, w in zip(members, weights):  # noqa: B905
+            share = w / total if total > 0 else 1.0 / len(members)
+            out[c] = {n: v * share for n, v in reqs.items()}
+    return out
+
+
+# ------------------------------------------------------------ per task
+
+
+class TaskInterval(NamedTuple):
+    """One task's counts over an interval, for the time it ran, on every CPU
+    it ran on (the bridge's task ledger)."""
+
+    insts: float
+    llc_misses: float
+    busy_cycles: float
+    llc_by_socket: Optional[List[float]]  # its LLC misses on each socket (None: unknown)
+
+
+def has_tasks(s: Dict[str, Any]) -> bool:
+    """Does the sample carry per-task counts (the guest's switch marks on)?"""
+    return isinstance(s.get("tasks"), dict)
+
+
+def task_delta(prev: Dict[str, Any], cur: Dict[str, Any]) -> Optional[Dict[int, TaskInterval]]:
+    """Per task (pid = the kernel's task pid: a thread id), its counts between
+    two samples; None unless both carry per-task counts. A task not in PREV
+    had counted nothing before (the ledger is cumulative over the run). A
+    count lower than in PREV refuses the sample (negative_delta)."""
+    if not (has_tasks(prev) and has_tasks(cur)):
+        return None
+    a, b = prev["tasks"], cur["tasks"]
+    by_a, by_b = prev.get("task_llc_by_socket"), cur.get("task_llc_by_socket")
+    out = {}  # type: Dict[int, TaskInterval]
+    for key, now in b.items():
+        was = a.get(key) or {}
+        vals = []  # type: List[float]
+        for k in TASK_KEYS:
+            v = float(now[k]) - float(was.get(k, 0.0))
+            if v < 0:
+                raise RefusedSample(
+                    "negative_delta", f"{k} of task {key}: {was.get(k)} -> {now[k]}", cur
+                )
+            vals.append(v)
+        socks = None  # type: Optional[List[float]]
+        if by_a is not None and by_b is not None and key in by_b:
+            old = by_a.get(key) or [0.0] * len(by_b[key])
+            socks = [float(x) - float(y) for x, y in zip(by_b[key], old)]  # noqa: B905
+            if any(v < 0 for v in socks):
+                raise RefusedSample(
+                    "negative_delta", f"task_llc_by_socket of task {key}: {old} -> {by_b[key]}",
+                    cur,
+                )  # fmt: skip
+        out[int(key)] = TaskInterval(vals[0], vals[1], vals[2], socks)
+    return out
+
+
+def socket_requests(
+    prev: Dict[str, Any], cur: Dict[str, Any]
+) -> Optional[Dict[int, Dict[int, float]]]:
+    """gem5: each socket's demand requests by home node in the interval
+    (``mem_requests`` rows); None without a matrix in both samples."""
+    a, b = prev.get("mem_requests"), cur.get("mem_requests")
+    sockets = cur.get("sockets")
+    if a is None or b is None or not sockets:
+        return None
+    nodes = cur.get("node_of_socket") or list(range(len(sockets)))
+    out = {}  # type: Dict[int, Dict[int, float]]
+    for s in range(len(sockets)):
         reqs = {}  # type: Dict[int, float]
         for dd in range(len(b[s])):
             v = float(b[s][dd]) - float(a[s][dd])
@@ -445,11 +545,38 @@ def _split_requests(prev: Dict[str, Any], cur: Dict[str, Any]) -> Dict[int, Dict
                     "negative_delta", f"mem_requests[{s}][{dd}]: {a[s][dd]} -> {b[s][dd]}", cur
                 )
             reqs[nodes[dd]] = v
-        weights = [llc.get(c, 0.0) for c in members]
-        total = sum(weights)
-        for c, w in zip(members, weights):  # noqa: B905
-            share = w / total if total > 0 else 1.0 / len(members)
-            out[c] = {n: v * share for n, v in reqs.items()}
+        out[s] = reqs
+    return out
+
+
+def socket_llc(iv: Dict[int, CpuInterval], sockets: List[List[int]]) -> Dict[int, float]:
+    """Each socket's LLC misses in the interval (its CPUs', every task's)."""
+    return {s: sum(iv[c].llc_misses or 0.0 for c in members if c in iv)
+            for s, members in enumerate(sockets)}  # fmt: skip
+
+
+def task_requests(
+    tasks: Dict[int, TaskInterval],
+    sock_req: Dict[int, Dict[int, float]],
+    sock_llc: Dict[int, float],
+) -> Dict[int, Dict[int, Dict[int, float]]]:
+    """Per task: socket -> home node -> its requests, the socket's requests
+    by home node (gem5 counts them per link, not per core or task) split over
+    the tasks that missed on that socket in proportion to their LLC misses
+    there. Exact only if the tasks of a socket share one home-node mix;
+    tasks without misses per socket get nothing (not in the result)."""
+    out = {}  # type: Dict[int, Dict[int, Dict[int, float]]]
+    for pid, t in tasks.items():
+        if t.llc_by_socket is None:
+            continue
+        mine = {}  # type: Dict[int, Dict[int, float]]
+        for s, m in enumerate(t.llc_by_socket):
+            tot = sock_llc.get(s, 0.0)
+            if m <= 0 or tot <= 0 or s not in sock_req:
+                continue
+            share = m / tot  # not clipped: the ledger's misses are the CPUs' own
+            mine[s] = {n: v * share for n, v in sock_req[s].items()}
+        out[pid] = mine
     return out
 
 

@@ -53,12 +53,44 @@ LINE_BYTES = 64  # a cache line: instB's bytes of DRAM traffic per LLC miss
 # so IMAR would pick it as the worst every time).
 COMMON_DEFAULTS = {"active_fraction": 0.1}  # type: Dict[str, Any]
 DEFAULTS = {
-    "imar": dict(im.IMAR_DEFAULTS, **COMMON_DEFAULTS),
-    "imar2": dict(im.IMAR2_DEFAULTS, **COMMON_DEFAULTS),
+    "imar": dict(im.IMAR_DEFAULTS, latency="auto", **COMMON_DEFAULTS),
+    "imar2": dict(im.IMAR2_DEFAULTS, latency="auto", **COMMON_DEFAULTS),
     "devil": dict(dv.DEVIL_DEFAULTS, pattern="auto", **COMMON_DEFAULTS),
     "plb": dict(plb.PLB_DEFAULTS, **COMMON_DEFAULTS),
 }  # type: Dict[str, Dict[str, Any]]
-CHOICES = {"pattern": ("auto", "counters", "pages"), "domain": plb.DOMAINS}
+# latency (imar, imar2): "measured" weighs each thread's requests by home node
+# with the machine's calibrated load latencies (the bridge reply's
+# load_latency), "slit" with the SLIT distances (the named fallback), "auto"
+# the first when the reply carries them (each interval names the one used).
+CHOICES = {"pattern": ("auto", "counters", "pages"), "domain": plb.DOMAINS,
+           "latency": ("auto", "measured", "slit")}  # fmt: skip
+
+# What each policy decides from and how exactly our counters give it
+# (daemons/README.md "Signals"): written into the log's start record.
+SIGNALS = {
+    "imar": {
+        "GIPS, instB": "per_task: exact (the thread's own instructions and LLC misses, "
+        "for the time it ran, on every CPU); per_cpu_last_thread: proxy (its last CPU's "
+        "counts shared by run time)",
+        "latency": "approximate: the thread's requests by home node (its share of each "
+        "socket's, by its LLC misses there) x the calibrated idle load latency per hop; "
+        "[Lorenzo18] measures each load's latency (PEBS), gem5 has none per core",
+    },
+    "devil": {
+        "MPKI": "per_task: exact (the thread's LLC misses / its instructions); "
+        "per_cpu_last_thread: proxy (its last CPU's MPKI)",
+        "reference shares": "approximate: node split: " + "socket matrix shared by "
+        "attributed misses (approximate); exact when a program's sockets run only its "
+        "threads (node_split_purity 1)",
+    },
+    "plb": {
+        "IPC": "exact: per core, instructions / busy cycles of everything that ran there "
+        "(the paper's per-core PMU counts); per_task does not change it",
+        "thread moved": "the managed thread that ran most (schedstat) with this core as "
+        "its last CPU",
+    },
+}  # type: Dict[str, Dict[str, str]]
+SIGNALS["imar2"] = SIGNALS["imar"]
 
 # Periods on gem5's time scale (daemons/README.md "Periods", docs/DESIGN.md
 # "Time scale"). The defaults above are the papers' periods (seconds, real
@@ -144,6 +176,74 @@ class ThreadView(NamedTuple):
     to_node: Optional[Dict[int, float]]
     local: Optional[float]
     remote: Optional[float]
+    # its requests by the socket they left from and their home node (socket ->
+    # node -> requests); per_task: from every socket it missed on
+    by_socket: Optional[Dict[int, Dict[int, float]]] = None
+    busy_cycles: Optional[float] = None  # per_task: the ledger's, on every CPU it ran on
+    llc_by_socket: Optional[List[float]] = None  # per_task: its LLC misses per socket
+
+
+# How a thread's counts were found (the log's "attribution"): the bridge's
+# per-task counts (the guest's switch marks on: each CPU's counts charged to
+# the task that ran, for the time it ran) or the per-CPU counts shared among
+# the threads whose last CPU it was, by run time (marks off, older runs, perf).
+PER_TASK = "per_task"
+PER_CPU = "per_cpu_last_thread"
+NODE_SPLIT_TASKS = "socket matrix shared by attributed misses (approximate)"
+NODE_SPLIT_CPUS = (
+    "socket matrix split over its cores by LLC misses, then over the threads last on "
+    "each core by run time (approximate)"
+)
+LATENCY_CHOICES = ("auto", "measured", "slit")
+
+
+def _ran(tasks: Dict[int, dp.Task], prev: Dict[int, dp.Task]) -> Dict[int, float]:
+    return {tid: float(max(t.run_ns - prev[tid].run_ns, 0))
+            for tid, t in tasks.items() if tid in prev}  # fmt: skip
+
+
+def attribute_tasks(
+    tdelta: Dict[int, ctr.TaskInterval],
+    treq: Optional[Dict[int, Dict[int, Dict[int, float]]]],
+    tasks: Dict[int, dp.Task],
+    prev: Dict[int, dp.Task],
+    cpu_node: Dict[int, int],
+    dt_ns: float,
+    active_fraction: float,
+) -> Tuple[Dict[int, ThreadView], List[int]]:
+    """Per-thread counts from the bridge's per-task counts (``per_task``):
+    each thread's instructions, LLC misses and busy cycles are its own, for
+    the time it ran, on whatever CPU; its requests by home node are its
+    share of each socket's (``counters.task_requests``, TREQ; None: the
+    reply has no request matrix). The same threads take part as with
+    ``attribute``: those that ran at least active_fraction of the interval
+    (schedstat) and are not new. Returns the views and the active threads
+    the ledger has no counts for (listed in the log, not guessed)."""
+    out = {}  # type: Dict[int, ThreadView]
+    missing = []  # type: List[int]
+    for tid, r in sorted(_ran(tasks, prev).items()):
+        t = tasks[tid]
+        if r < active_fraction * dt_ns:
+            continue
+        c = tdelta.get(tid)
+        if c is None:
+            missing.append(tid)
+            continue
+        node = cpu_node.get(t.cpu, 0)
+        by = None if treq is None or c.llc_by_socket is None else treq.get(tid, {})
+        to_node = local = remote = None  # type: Any
+        if by is not None:
+            to_node = {}
+            for reqs in by.values():
+                for n, v in reqs.items():
+                    to_node[n] = to_node.get(n, 0.0) + v
+            local = to_node.get(node, 0.0)
+            remote = sum(v for n, v in to_node.items() if n != node)
+        out[tid] = ThreadView(
+            tid, t.pid, t.cpu, node, r, 1.0, c.insts, c.llc_misses, to_node, local, remote,
+            by, c.busy_cycles, c.llc_by_socket,
+        )  # fmt: skip
+    return out, missing
 
 
 def attribute(
@@ -161,10 +261,7 @@ def attribute(
     that CPU is not charged to them). A thread is placed on the CPU it last
     ran on; threads that ran less than active_fraction of the interval, or
     that are new since the last sample, are left out."""
-    ran = {}  # type: Dict[int, float]
-    for tid, t in tasks.items():
-        if tid in prev:
-            ran[tid] = float(max(t.run_ns - prev[tid].run_ns, 0))
+    ran = _ran(tasks, prev)
     on_cpu = {}  # type: Dict[int, float]
     for tid, r in ran.items():
         on_cpu[tasks[tid].cpu] = on_cpu.get(tasks[tid].cpu, 0.0) + r
@@ -180,20 +277,41 @@ def attribute(
         def part(v: Optional[float], share: float = share) -> Optional[float]:
             return None if v is None else v * share
 
+        node = cpu_node.get(t.cpu, 0)
+        to_node = None if c.to_node is None else {n: v * share for n, v in c.to_node.items()}
         out[tid] = ThreadView(
-            tid, t.pid, t.cpu, cpu_node.get(t.cpu, 0), r, share, c.insts * share,
-            part(c.llc_misses),
-            None if c.to_node is None else {n: v * share for n, v in c.to_node.items()},
-            part(c.local), part(c.remote),
+            tid, t.pid, t.cpu, node, r, share, c.insts * share,
+            part(c.llc_misses), to_node, part(c.local), part(c.remote),
+            None if to_node is None else {node: to_node},  # its core's socket = its node
         )  # fmt: skip
     return out
 
 
+def measured_latency(v: ThreadView, rel: List[List[float]]) -> Optional[float]:
+    """IMAR's latency term from the machine's load latencies: the mean over the
+    thread's requests, by the socket each left from and its home node, of
+    the calibrated load-to-use latency relative to a local one (the reply's
+    ``load_latency``: 1.0 = all local). gem5 has no per-core (or per-task)
+    miss latency, so this stands for [Lorenzo18]'s PEBS-measured latency:
+    the idle calibrated latency per hop, without queueing. A common scale
+    cancels in eq. 2 and the tickets (both compare P of the same process or
+    thread), so relative latencies decide as absolute ones would. None
+    without request counts."""
+    if not v.by_socket:
+        return None
+    tot = acc = 0.0
+    for s, reqs in v.by_socket.items():
+        for n, c in reqs.items():
+            tot += c
+            acc += c * float(rel[s][n])
+    return acc / tot if tot > 0 else None
+
+
 def relative_latency(v: ThreadView, dist: Dict[int, List[int]]) -> float:
-    """IMAR's latency term: the mean SLIT distance of the thread's memory
-    requests over the local distance (1.0 = all local). gem5 registers no
-    per-core miss-latency statistic, so this stands for the measured latency
-    of [Lorenzo18] (PEBS); without request counts it is 1.0."""
+    """The named fallback of IMAR's latency term (``latency = "slit"``, or
+    ``auto`` on a reply without ``load_latency``: perf, older runs): the mean
+    SLIT distance of the thread's memory requests over the local distance
+    (1.0 = all local); without request counts it is 1.0."""
     row = dist.get(v.node) or []
     local = float(row[v.node]) if len(row) > v.node else 10.0
     if v.to_node:
@@ -208,16 +326,41 @@ def relative_latency(v: ThreadView, dist: Dict[int, List[int]]) -> float:
     return 1.0
 
 
-def imar_perf(v: ThreadView, dt_s: float, dist: Dict[int, List[int]],
-              params: Dict[str, Any]) -> Tuple[float, Dict[str, float]]:  # fmt: skip
-    """Eq. 1 for one thread, and its terms (for the log)."""
+def imar_perf(v: ThreadView, dt_s: float, dist: Dict[int, List[int]], params: Dict[str, Any],
+              rel: Optional[List[List[float]]] = None
+              ) -> Tuple[float, Dict[str, float]]:  # fmt: skip
+    """Eq. 1 for one thread, and its terms (for the log). REL: the machine's
+    relative load latencies (``measured_latency``); None: the SLIT fallback."""
     gips = v.insts / dt_s / 1e9 if dt_s > 0 else 0.0
     nbytes = (v.llc_misses or 0.0) * LINE_BYTES
     instb = v.insts / max(nbytes, float(LINE_BYTES))  # no miss: as if one line
-    lat = relative_latency(v, dist)
+    if rel is not None:
+        m = measured_latency(v, rel)
+        lat = 1.0 if m is None else m
+    else:
+        lat = relative_latency(v, dist)
     p = im.performance(gips, instb, lat, params["alpha"], params["beta"], params["gamma"])
     return p, {"gips": round(gips, 6), "instB": round(instb, 4), "lat": round(lat, 4),
                "P": round(p, 6)}  # fmt: skip
+
+
+def node_split_purity(vs: List[ThreadView], sock_llc: Dict[int, float]) -> Optional[float]:
+    """How much of a program's share of the socket matrices is its own: the
+    mean, weighted by its LLC misses on each socket, of its share of that
+    socket's misses (1.0: no other task missed on the sockets it ran on, and
+    the split of the matrix over tasks is exact for the program as a whole).
+    None without per-task misses per socket."""
+    mine = {}  # type: Dict[int, float]
+    for v in vs:
+        if v.llc_by_socket is None:
+            return None
+        for sk, m in enumerate(v.llc_by_socket):
+            mine[sk] = mine.get(sk, 0.0) + m
+    tot = sum(mine.values())
+    if tot <= 0:
+        return None
+    return sum(m * (m / sock_llc[sk]) for sk, m in mine.items()
+               if m > 0 and sock_llc.get(sk, 0.0) > 0) / tot  # fmt: skip
 
 
 # ------------------------------------------------------------------ the log
@@ -245,8 +388,15 @@ class Log:
 class Daemon:
     def __init__(self, policy: str, params: Dict[str, Any], counters: ctr.Counters, log: Log,
                  seed: Optional[int] = None, sys_root: str = "/sys",
-                 proc: str = "/proc") -> None:  # fmt: skip
+                 proc: str = "/proc", switch_marks: bool = False) -> None:  # fmt: skip
         self.policy, self.p, self.counters, self.log = policy, params, counters, log
+        # the job turned the guest's switch marks on: per-task counts expected,
+        # an interval without them decides nothing (no proxy in their place)
+        self.switch_marks = switch_marks
+        self.attributions = {}  # type: Dict[str, int]
+        self.latency_sources = {}  # type: Dict[str, int]
+        self.rel = None  # type: Optional[List[List[float]]]
+        self.sock_llc = {}  # type: Dict[int, float]
         self.proc = proc
         self.node_cpus = {n: c for n, c in dp.node_cpus(sys_root).items() if c}
         self.cpu_node = {c: n for n, cs in self.node_cpus.items() for c in cs}
@@ -357,8 +507,30 @@ class Daemon:
                  prev_tasks: Dict[int, dp.Task], tasks: Dict[int, dp.Task]) -> None:  # fmt: skip
         iv = ctr.delta(prev, cur, self.cpu_node)
         dt_ns, dt_source = ctr.interval_ns(prev, cur)
-        views = attribute(iv, tasks, prev_tasks, self.busy_ns(prev, cur, iv), self.cpu_node,
-                          dt_ns, float(self.p["active_fraction"]))  # fmt: skip
+        frac = float(self.p["active_fraction"])
+        tdelta = ctr.task_delta(prev, cur)
+        missing = []  # type: List[int]
+        self.sock_llc = {}
+        if tdelta is not None:
+            attribution = PER_TASK
+            sreq = ctr.socket_requests(prev, cur)
+            treq = None
+            if sreq is not None and cur.get("task_llc_by_socket") is not None:
+                self.sock_llc = ctr.socket_llc(iv, cur["sockets"])
+                treq = ctr.task_requests(tdelta, sreq, self.sock_llc)
+            views, missing = attribute_tasks(tdelta, treq, tasks, prev_tasks, self.cpu_node,
+                                             dt_ns, frac)  # fmt: skip
+            split = NODE_SPLIT_TASKS if treq is not None else None
+        else:
+            attribution = PER_CPU
+            views = attribute(iv, tasks, prev_tasks, self.busy_ns(prev, cur, iv),
+                              self.cpu_node, dt_ns, frac)  # fmt: skip
+            split = NODE_SPLIT_CPUS if any(c.to_node is not None for c in iv.values()) \
+                else None  # fmt: skip
+        if split is None:
+            why = cur.get("mem_reason") or "the source counts none by node"
+            split = f"none: no request matrix ({why})"
+        self.attributions[attribution] = self.attributions.get(attribution, 0) + 1
         self.counts["intervals"] += 1
         ipc = {c: plb.truncated_ipc(v.insts, v.busy_cycles) for c, v in iv.items()}
         base = {
@@ -367,13 +539,48 @@ class Daemon:
             "sample_cost_us": round(cur["cost_ns"] / 1e3, 3), "host_ms": cur.get("host_ms"),
             "threads": len(tasks), "active": len(views),
             "ipc": {str(c): v for c, v in sorted(ipc.items())},
-            "interval_s": self.interval_s(),
+            "interval_s": self.interval_s(), "attribution": attribution,
         }  # fmt: skip
+        if missing:
+            base["no_task_counts"] = missing  # ran (schedstat) but not in the ledger
         if cur.get("perf_scaled_cpus"):
             base["perf_scaled_cpus"] = cur["perf_scaled_cpus"]  # multiplexed, scaled
-        ctx = {"seq": cur.get("seq"), "source": self.counters.name}
-        getattr(self, "step_" + self.policy)(iv, views, tasks, dt_ns / 1e9, base, ctx)
+        ctx = {"seq": cur.get("seq"), "source": self.counters.name, "attribution": attribution}
+        if self.policy != "plb":
+            base["node_split"] = ctx["node_split"] = split
+        if self.policy.startswith("imar"):
+            base["latency_source"] = ctx["latency_source"] = self.latency_for(cur)
+        if self.switch_marks and attribution != PER_TASK:
+            self.decide("skip", dict(ctx, why="switch marks are on but the bridge's replies "
+                                     "carry no per-task counts for this interval: no "
+                                     "decision from per-CPU proxies"))  # fmt: skip
+        else:
+            getattr(self, "step_" + self.policy)(iv, views, tasks, dt_ns / 1e9, base, ctx)
         self.log.write(base)
+
+    def latency_for(self, cur: Dict[str, Any]) -> str:
+        """IMAR's latency term for this interval (sets ``self.rel``) and how it
+        is found, for the log."""
+        lat = cur.get("load_latency")
+        mode = self.p.get("latency", "auto")
+        self.rel = None
+        if mode == "slit" or (mode == "auto" and lat is None):
+            why = "asked for" if mode == "slit" else "fallback: the reply carries no load_latency"
+            src = f"slit: SLIT distance of the thread's requests by home node ({why})"
+        elif lat is None:
+            raise ctr.CounterError(
+                "latency = measured, but the counter source gives no load_latency "
+                "(the machine's calibrated load latencies: a gem5 run script's bridge)"
+            )
+        else:
+            self.rel = lat["relative"]
+            src = (
+                f"measured: calibrated load latency per hop (one-hop factor "
+                f"{lat.get('one_hop_factor')}, {lat.get('source')}) x the thread's requests "
+                "by home node"
+            )
+        self.latency_sources[src] = self.latency_sources.get(src, 0) + 1
+        return src
 
     # -------------------------------------------------------------- actions
 
@@ -405,7 +612,7 @@ class Daemon:
                       ) -> Tuple[List[im.ThreadPerf], Dict[int, Dict[str, float]]]:  # fmt: skip
         threads, terms = [], {}
         for v in views.values():
-            p, t = imar_perf(v, dt_s, self.dist, self.p)
+            p, t = imar_perf(v, dt_s, self.dist, self.p, self.rel)
             threads.append(im.ThreadPerf(v.tid, v.pid, v.cpu, v.node, p))
             terms[v.tid] = t
         return threads, terms
@@ -486,11 +693,12 @@ class Daemon:
             use_counters = mode == "counters" or (
                 mode == "auto" and all(v.to_node is not None for v in vs)
             )
+            purity = None  # type: Optional[float]
             if use_counters:
                 refs = [v.to_node or {} for v in vs]
-                src = "counters: socket requests by home node, split over the socket's " \
-                    "cores by LLC misses" if self.counters.name == "gem5" \
+                src = "counters: " + ctx["node_split"] if self.counters.name == "gem5" \
                     else "counters"  # fmt: skip
+                purity = node_split_purity(vs, self.sock_llc)
             else:
                 pages = dp.pages_by_node(pid, self.proc) or {}
                 refs = [{n: float(c) for n, c in pages.items()}]
@@ -500,6 +708,8 @@ class Daemon:
                        mpki=None if d.mpki is None else round(d.mpki, 4), devil=d.devil,
                        shares={str(n): round(r, 4) for n, r in d.shares.items()},
                        target=d.target, pattern_source=src)  # fmt: skip
+            if purity is not None:
+                rec["node_split_purity"] = round(purity, 4)
             if d.action in ("coschedule", "keep"):
                 cpus = self.node_cpus[d.target]  # type: ignore[index]
                 moved = [t for t in sorted(tid for tid, tk in tasks.items() if tk.pid == pid)
@@ -559,6 +769,8 @@ class Daemon:
             self.counts, type="summary", policy=self.policy, source=self.counters.name,
             actions=dict(sorted(self.actions.items())),
             refused=dict(sorted(self.refused.items())),
+            attribution=dict(sorted(self.attributions.items())),
+            latency_sources=dict(sorted(self.latency_sources.items())),
             sample_cost_us=stats([c / 1e3 for c in self.cost_ns]),
             bridge_host_ms=stats(self.host_ms),
             daemon_cpu_s=round(dp.self_cpu_s(), 6),
@@ -591,6 +803,11 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     )
     ap.add_argument("--source", choices=ctr.SOURCES, default="auto")
     ap.add_argument(
+        "--switch-marks",
+        action="store_true",
+        help="the job turned the guest's context-switch marks on: decide from per-task counts",
+    )
+    ap.add_argument(
         "--m5-addr", type=lambda s: int(s, 0), help="m5 address transport base (gem5's KVM CPU)"
     )
     ap.add_argument("--lib", help="path of libnlbctr.so")
@@ -615,7 +832,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     start = {"type": "start", "policy": a.policy, "params": params, "pid": os.getpid(),
              "backend": a.backend, "seed": a.seed,
              "periods": f"gem5: papers' / {GEM5_TIME_SCALE}, >= {JIFFY_S} s"
-             if a.backend == "gem5" else "papers' (s)"}  # fmt: skip
+             if a.backend == "gem5" else "papers' (s)",
+             "switch_marks": a.switch_marks,
+             "attribution": PER_TASK if a.switch_marks else PER_CPU,
+             "attribution_rule": f"{PER_TASK} when both samples of an interval carry the "
+             f"bridge's per-task counts, else {PER_CPU}; each interval and decision names "
+             "the one used" + ("; with switch marks on, an interval without per-task "
+                               "counts decides nothing" if a.switch_marks else ""),
+             "signals": SIGNALS[a.policy]}  # fmt: skip
     try:
         counters = ctr.open_source(
             a.source, None if a.backend == "host" else a.backend,
@@ -627,7 +851,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         log.close()
         print(f"numa-lb-daemon: {msg}", file=err, flush=True)
         return EXIT_NO_COUNTERS
-    d = Daemon(a.policy, params, counters, log, a.seed, a.sys_root, a.proc)
+    d = Daemon(a.policy, params, counters, log, a.seed, a.sys_root, a.proc, a.switch_marks)
     log.write(dict(start, source=counters.name, nodes={str(n): c for n, c in d.node_cpus.items()},
                    distances={str(n): r for n, r in d.dist.items()},
                    missing_events=getattr(counters.source, "missing", None) or {}))  # fmt: skip

@@ -213,8 +213,42 @@ def decision_summary(log: DaemonLog) -> str:
     return (
         f"{log.policy}: {c['samples']} samples ({c['source']}{refused}), "
         f"{c['decisions']} decisions ({acts}), {c['thread_moves']} thread moves, "
-        f"{c['rollbacks']} rollbacks"
+        f"{c['rollbacks']} rollbacks" + "".join(f"; {x}" for x in signal_notes(log))
     )
+
+
+def signal_notes(log: DaemonLog) -> list[str]:
+    """How the daemon found what it decided from (issue 39): the attribution of
+    counts to threads per interval (per_task: the bridge's per-task counts;
+    per_cpu_last_thread: per-CPU counts shared by run time, a proxy), the
+    split of requests by home node (approximate: gem5 counts them per socket)
+    with devil's mean node-split purity (1.0: no other task missed on the
+    program's sockets), and IMAR's latency source. Logs from before these
+    fields give nothing."""
+    out = []
+    att = (log.summary or {}).get("attribution")
+    if not att:
+        att = {}
+        for i in log.intervals:
+            if i.get("attribution"):
+                att[i["attribution"]] = att.get(i["attribution"], 0) + 1
+    if att:
+        out.append("attribution " + ", ".join(f"{k} {v}" for k, v in sorted(att.items())))
+    splits = sorted({str(i["node_split"]) for i in log.intervals if i.get("node_split")})
+    if splits:
+        pur = [float(d["node_split_purity"]) for d in log.decisions
+               if d.get("node_split_purity") is not None]  # fmt: skip
+        out.append("node split: " + " / ".join(splits)
+                   + (f", purity mean {sum(pur) / len(pur):.3f}" if pur else ""))  # fmt: skip
+    lat = (log.summary or {}).get("latency_sources")
+    if not lat:
+        lat = {}
+        for i in log.intervals:
+            if i.get("latency_source"):
+                lat[i["latency_source"]] = lat.get(i["latency_source"], 0) + 1
+    if lat:
+        out.append("latency: " + " / ".join(f"{k} ({v})" for k, v in sorted(lat.items())))
+    return out
 
 
 def daemon_section(mx: pd.DataFrame, runs: pd.DataFrame | None = None) -> Section | None:
@@ -234,7 +268,14 @@ def daemon_section(mx: pd.DataFrame, runs: pd.DataFrame | None = None) -> Sectio
         "Samples refused: counter samples the daemon dropped instead of deciding from "
         "them (the bridge's requests by node inconsistent, a negative count, a count "
         "lower than the sample before, a perf group that never ran); by reason in the "
-        "per-run lines. Means over runs, mix level."
+        "per-run lines. Each per-run line also names how the counts reached the threads "
+        "(attribution per_task: each thread's own counts from the bridge's ledger of "
+        "context switches; per_cpu_last_thread: its last CPU's counts shared by run time, "
+        "a proxy), the split of requests by home node (approximate: gem5 counts a "
+        "socket's requests, not a task's; devil's purity 1.0 means no other task missed "
+        "on the program's sockets) and IMAR's latency source (measured: the calibrated "
+        "load latency per hop x the thread's requests by node; slit: the named "
+        "fallback). Means over runs, mix level."
     )
     head, rows = policy_table(mx)
     s.items.append(Table(head, rows, "Decisions, migrations and outcome per policy"))

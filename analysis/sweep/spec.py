@@ -506,6 +506,8 @@ def validate(doc: dict[str, Any], default_name: str = "sweep") -> Spec:
     if point_count(axes, exclude) == 0:
         raise SpecError("exclude", "the rules exclude every point of the sweep")
     _validate_daemon_topologies(axes, machine, job, exclude)
+    if sw["backend"] == "gem5":
+        _validate_daemon_attribution(axes, job, mixes, exclude)
     if job.get("switch_marks") and "stock" in axes["policy"]:
         raise SpecError(
             "job.switch_marks",
@@ -1017,11 +1019,74 @@ def daemon_needs_requests_by_node(policy: str, job: dict[str, Any]) -> str | Non
     """Which formula of a daemon policy needs each socket's demand requests by
     home node (the counter bridge's ``mem_requests``), or None."""
     if policy in ("imar", "imar2"):
-        return f"{policy}'s latency term (the SLIT-weighted distance of its requests)"
+        return f"{policy}'s latency term (each thread's requests by home node)"
     params = (job.get("daemon_params") or {}).get(policy) or {}
     if policy == "devil" and params.get("pattern") == "counters":
         return "devil's reference shares with pattern = 'counters'"
     return None
+
+
+def daemon_splits_socket_requests(policy: str, job: dict[str, Any]) -> str | None:
+    """Which formula of a daemon policy uses each thread's share of its
+    socket's requests by home node on gem5, an approximate attribution (the
+    bridge counts requests per socket, not per core or task; daemons/README.md
+    "Signals"), or None."""
+    if policy in ("imar", "imar2"):
+        return f"{policy}'s latency term"
+    params = (job.get("daemon_params") or {}).get(policy) or {}
+    if policy == "devil" and params.get("pattern", "auto") != "pages":
+        return "devil's reference shares (pattern counters, or auto on gem5)"
+    return None
+
+
+def _validate_daemon_attribution(
+    axes: dict[str, list[Any]],
+    job: dict[str, Any],
+    mixes: dict[str, list[Any]],
+    exclude: list[dict[str, list[Any]]],
+) -> None:
+    """Issue 39: where a daemon's signal cannot be attributed exactly (a
+    socket's requests by home node shared over the tasks that missed there,
+    by their misses), its runs are restricted to mixes where each program
+    has CPUs to itself: threads bound to their node (job.pin_threads, a
+    pinning other than 'free'), one program per node (no more programs than
+    sockets, each on a node of its own). The daemon's own moves may still
+    put two programs on one socket later: its log's node_split_purity per
+    decision says how far (daemons/README.md "Signals")."""
+    for pol in axes["policy"]:
+        what = daemon_splits_socket_requests(pol, job)
+        if what is None:
+            continue
+        for pin in axes["pinning"]:
+            if not _restricted_count(axes, exclude, {"policy": pol, "pinning": pin}):
+                continue
+            if pin == "free" or not job.get("pin_threads"):
+                raise SpecError(
+                    f"axes (policy={pol}, pinning={pin})",
+                    f"{what} shares each socket's requests by home node over the tasks that "
+                    "ran there (gem5 counts them per socket): approximate, so its runs need "
+                    "each program on CPUs of its own (a pinning other than 'free' with "
+                    "job.pin_threads = true, one program per node); see daemons/README.md "
+                    '"Signals", or exclude these points',
+                )
+            for mix in axes["mix"]:
+                progs = mixes.get(mix) or []
+                for n in axes["sockets"]:
+                    fixed = {"policy": pol, "pinning": pin, "mix": mix, "sockets": n}
+                    if not _restricted_count(axes, exclude, fixed):
+                        continue
+                    nodes = [
+                        p.get("node") if isinstance(p, dict) and p.get("node") is not None
+                        else i % n for i, p in enumerate(progs)
+                    ]  # fmt: skip
+                    if len(progs) > n or len(set(nodes)) != len(nodes):
+                        raise SpecError(
+                            f"axes (policy={pol}, mix={mix}, sockets={n})",
+                            f"{what} is approximate where programs share a socket: its runs "
+                            f"need one program per node, and mix {mix!r} puts {len(progs)} "
+                            f"programs on nodes {nodes} of {n}; see daemons/README.md "
+                            '"Signals", or exclude these points',
+                        )
 
 
 def _restricted_count(

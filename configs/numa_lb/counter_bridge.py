@@ -31,7 +31,16 @@ reset them: the values before each reset are kept as offsets):
   homed at node d, from the request network's throttle counts
   (``ruby_requests.remote_requests``, the same derivation the reports use);
   gem5 counts them per link, not per core, so the guest splits a socket's
-  requests between its cores by their LLC misses.
+  requests between its cores by their LLC misses, or, with the guest's
+  switch marks on, between the tasks that missed there by their misses
+  (``task_llc_by_socket`` from the ledger; approximate, daemons/README.md);
+
+- ``load_latency`` (when the run script gives it, ``load_latency``): the
+  machine's load-to-use latency from socket s to node d relative to a local
+  one, from the run's resolved link latency and its NUMA-factor calibration:
+  1 + h * (f - 1) for a home h hops away, f the calibrated one-hop factor
+  (the first-order model's linear hop cost). IMAR's latency term weighs each
+  thread's requests by home node with it (daemons/README.md).
 
 Reading statistics does not reset or dump them: the ROI's stats dump is the
 same with or without samples. The bridge's host time per sample is measured
@@ -69,6 +78,36 @@ CYCLES = ".core.numCycles"
 LLC_MISSES = ".L2cache.m_demand_misses"
 _NETWORK = re.compile(r"\.routers\d+\.throttle\d+\.msg_count\.(Request|Writeback)_Control$")
 DIR_REQUESTS = ".requestToDir.m_msg_count"
+
+
+def load_latency(
+    hops: list[list[int]], one_hop_factor: float, source: str, link_latency_cycles: int
+) -> dict[str, Any]:
+    """The reply's ``load_latency``: ``relative[s][d]``, the load-to-use latency
+    of a miss of socket s homed at node d over a local one (1 + h * (f - 1),
+    h the hops, f the one-hop NUMA factor), and where f came from (the
+    calibration table's file, or the uncalibrated first-order model)."""
+    if not one_hop_factor >= 1.0:
+        raise ValueError(f"a one-hop NUMA factor below 1: {one_hop_factor!r}")
+    rel = [[round(1.0 + h * (one_hop_factor - 1.0), 6) for h in row] for row in hops]
+    return {"relative": rel, "one_hop_factor": round(one_hop_factor, 6),
+            "source": source, "link_latency_cycles": link_latency_cycles}  # fmt: skip
+
+
+def bridge_latency(topology: Any) -> dict[str, Any]:
+    """``load_latency`` of a run's machine (a ``Topology``): its hops and the
+    one-hop factor its resolved link latency has in the calibration table (or
+    the first-order model, named as such, when the run has no table)."""
+    link = topology.link_latency()
+    cal = topology.calibration
+    source = "first-order model (uncalibrated): no calibration table"
+    if cal is not None:
+        try:
+            cal.factor(link.cycles)
+            source = f"calibration {Path(cal.source).name}"
+        except ValueError:
+            source = "first-order model (uncalibrated): link latency outside the calibration table"
+    return load_latency(topology.hops(), link.predicted_numa_factor, source, link.cycles)
 
 
 def stats_prefix(path: str) -> str:
@@ -117,7 +156,9 @@ class CounterBridge:
     gives their stats names); ``reset_tick``: the
     tick gem5 last reset the statistics at (the first simulate() resets them
     at the start tick); ``config``: gem5's config.json (the links and their
-    throttles); ``sockets``: the cpus of each socket.
+    throttles); ``sockets``: the cpus of each socket; ``latency``: the
+    machine's relative load latencies (``load_latency``), handed to the guest
+    in every reply.
     """
 
     def __init__(
@@ -132,6 +173,7 @@ class CounterBridge:
         reset_tick: int,
         config: Path,
         in_roi: Callable[[], bool] | None = None,
+        latency: dict[str, Any] | None = None,
     ) -> None:
         self.outdir, self.readfile, self.root = outdir, readfile, root
         self.tick, self.active_cores = tick, active_cores
@@ -152,7 +194,12 @@ class CounterBridge:
         self.lost: str | None = None  # why the counts before a reset could not be kept
         self._per_core: list[tuple[list[Any], list[Any]]] | None = None
         # per-task counts from the guest's switch marks (task_ledger.py)
-        self.ledger = TaskLedger(self.core_totals, self.ncpus)
+        socket_of = [0] * self.ncpus
+        for s, members in enumerate(self.sockets):
+            for c in members:
+                socket_of[c] = s
+        self.ledger = TaskLedger(self.core_totals, self.ncpus, socket_of)
+        self.latency = latency
 
     # --------------------------------------------------------------- reading
     def index(self) -> dict[str, Any]:
@@ -305,6 +352,8 @@ class CounterBridge:
             out["mem_reason"] = cur["mem"].get("reason")
         else:
             out["mem_consistent"] = cur["mem"].get("consistent")
+        if self.latency is not None:
+            out["load_latency"] = self.latency
         if self.ledger.marks:  # the guest marks its switches: counts per task too
             out.update(self.ledger.snapshot())
         return out

@@ -11,6 +11,11 @@ running: the counts of a task are those of the time it ran, on every CPU it
 ran on. The idle task is pid 0. What a CPU counted before its first mark
 has no known task and is kept apart (``unattributed``).
 
+Given ``socket_of`` (the socket of each CPU), the ledger also keeps each
+task's LLC misses per socket it ran on (``task_llc_by_socket`` in the
+snapshot): the guest splits a socket's requests by home node over the tasks
+that missed there (daemons/counters.py ``task_requests``).
+
 Imports nothing from gem5: ``read_core(cpu)`` gives the CPU's cumulative
 (insts, llc_misses, busy_cycles), the counter bridge's ``core_totals``.
 """
@@ -44,8 +49,19 @@ def decode_switch(work_id: int) -> tuple[int, int] | None:
 class TaskLedger:
     """Counts per task (pid), charged at the CPUs' switch marks."""
 
-    def __init__(self, read_core: Callable[[int], tuple[float, ...]], ncpus: int) -> None:
+    def __init__(
+        self,
+        read_core: Callable[[int], tuple[float, ...]],
+        ncpus: int,
+        socket_of: list[int] | None = None,
+    ) -> None:
         self.read_core, self.ncpus = read_core, ncpus
+        if socket_of is not None and len(socket_of) != ncpus:
+            raise ValueError(f"socket_of names {len(socket_of)} cpus, the machine has {ncpus}")
+        self.socket_of = list(socket_of) if socket_of is not None else None
+        self.nsockets = max(self.socket_of) + 1 if self.socket_of else 0
+        # per task: LLC misses on each socket (with socket_of)
+        self.llc_by_socket: dict[int, list[float]] = {}
         self.running: list[int | None] = [None] * ncpus  # since the CPU's last mark
         self.at_mark: list[tuple[float, ...] | None] = [None] * ncpus
         self.tasks: dict[int, list[float]] = {}
@@ -69,6 +85,9 @@ class TaskLedger:
         into = self.unattributed if who is None else self.tasks.setdefault(who, [0.0] * 3)
         for i, d in enumerate(delta):
             into[i] += d
+        if who is not None and self.socket_of is not None:
+            by = self.llc_by_socket.setdefault(who, [0.0] * self.nsockets)
+            by[self.socket_of[cpu]] += delta[1]
         self.running[cpu], self.at_mark[cpu] = pid, now
         self.marks += 1
         self.host_s += time.perf_counter() - t0
@@ -77,6 +96,7 @@ class TaskLedger:
     def snapshot(self) -> dict[str, Any]:
         """Per-task totals now, each running task charged up to this tick."""
         tasks = {pid: list(v) for pid, v in self.tasks.items()}
+        by_socket = {pid: list(v) for pid, v in self.llc_by_socket.items()}
         for cpu in range(self.ncpus):
             who, before = self.running[cpu], self.at_mark[cpu]
             if who is None or before is None:
@@ -85,13 +105,20 @@ class TaskLedger:
             acc = tasks.setdefault(who, [0.0] * 3)
             for i, (a, b) in enumerate(zip(now, before, strict=True)):
                 acc[i] += a - b
-        return {
+            if self.socket_of is not None:
+                by = by_socket.setdefault(who, [0.0] * self.nsockets)
+                by[self.socket_of[cpu]] += now[1] - before[1]
+        out: dict[str, Any] = {
             "tasks": {str(pid): dict(zip(COUNTERS, (round(x, 3) for x in v), strict=True))
                       for pid, v in sorted(tasks.items())},
             "unattributed": dict(zip(COUNTERS, (round(x, 3) for x in self.unattributed),
                                      strict=True)),
             "switch_marks": self.marks,
         }  # fmt: skip
+        if self.socket_of is not None:
+            out["task_llc_by_socket"] = {str(pid): [round(x, 3) for x in v]
+                                         for pid, v in sorted(by_socket.items())}  # fmt: skip
+        return out
 
     def record(self) -> dict[str, Any]:
         return {"switch_marks": self.marks, "refused": self.refused,

@@ -46,6 +46,8 @@ def daemon_argv(
         argv += ["--seed", str(job["seed"])]
     if addr:
         argv += ["--m5-addr", M5_ADDR_BASE]
+    if job.get("switch_marks") is True:  # per-task counts from the bridge (issue 39)
+        argv += ["--switch-marks"]
     return argv
 
 

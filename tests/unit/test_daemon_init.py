@@ -74,6 +74,9 @@ def test_daemon_argv() -> None:
         "--log", "/run/out/daemon-imar2.jsonl", "--parent-from-stdin", "--backend", "gem5",
         "--params", '{"interval_min_s": 0.001}', "--seed", "3", "--m5-addr", "0xFFFF0000",
     ]  # fmt: skip
+    # a job with the guest's switch marks on: the daemon decides from per-task counts
+    marks = init_run.daemon_argv("p", "/x", dict(job, switch_marks=True), "/o", "gem5", False)
+    assert marks[-1] == "--switch-marks" and "--switch-marks" not in argv
     with pytest.raises(init.JobError, match="daemon_params must be a JSON object"):
         init_run.daemon_argv("p", "/x", {"policy": "plb", "daemon_params": [1]}, "/o", "gem5", 0)
 

@@ -28,11 +28,13 @@ MIX = {"m": {"programs": [{"workload": "leader_ft"}]}}
 
 
 def doc(policies: list[str], **job: object) -> dict:
+    """One program bound to its node (job.pinning direct): imar's and devil's
+    shares of a socket's requests need it on gem5 (spec-time check, issue 39)."""
     return {
         "sweep": {"backend": "gem5"},
         "axes": {"policy": policies, "mix": ["m"], "threads": [2], "cores_per_socket": [2]},
         "mixes": MIX,
-        "job": dict(job),
+        "job": {"pinning": "direct", **job},
     }
 
 
@@ -145,3 +147,43 @@ def test_qemu_refuses_daemon_policies(tmp_path: Path) -> None:
         p.stdout + p.stderr
     )
     assert not (tmp_path / "out").exists()  # nothing was created
+
+
+def test_approximate_node_splits_need_programs_on_cpus_of_their_own() -> None:
+    """Issue 39: a socket's requests by home node are shared over its tasks by
+    their misses (approximate); imar, imar2 and devil (pattern auto or
+    counters) run only where each program has its node's CPUs to itself."""
+    free = doc(["default", "imar"])
+    free["job"]["pinning"] = "free"
+    with pytest.raises(SpecError, match="approximate, so its runs need") as e:
+        validate(free)
+    assert e.value.field == "axes (policy=imar, pinning=free)"
+    unbound = doc(["devil"], pin_threads=False)
+    with pytest.raises(SpecError, match="devil's reference shares"):
+        validate(unbound)
+    validate(
+        dict(
+            doc(["devil"], daemon_params={"devil": {"pattern": "pages"}}),
+            job={"pinning": "free", "daemon_params": {"devil": {"pattern": "pages"}}},
+        )
+    )
+    validate(dict(free, axes=dict(free["axes"], policy=["default", "plb"])))  # exact: per core
+    # two programs on one node (both named node 1): refused; on nodes 0 and 1: fine
+    two = doc(["imar2"])
+    two["mixes"] = {"m": {"programs": [{"workload": "leader_ft", "node": 1},
+                                       {"workload": "leader_ft", "node": 1}]}}  # fmt: skip
+    with pytest.raises(SpecError, match=r"puts 2 programs on nodes \[1, 1\] of 4") as e:
+        validate(two)
+    assert e.value.field == "axes (policy=imar2, mix=m, sockets=4)"
+    two["mixes"]["m"]["programs"][0]["node"] = 0
+    validate(two)
+    # more programs than sockets, unless those points are excluded
+    many = doc(["default", "imar"])
+    many["mixes"] = {"m": {"programs": [{"workload": "leader_ft"}] * 5}}
+    with pytest.raises(SpecError, match="puts 5 programs on nodes"):
+        validate(many)
+    many["exclude"] = [{"policy": ["imar"]}]
+    validate(many)
+    # the qemu backend is refused for daemons anyway (preflight), not here
+    qemu = dict(free, sweep={"backend": "qemu"})
+    validate(qemu)
