@@ -622,6 +622,7 @@ class Daemon:
                   ctx: Dict[str, Any]) -> None:  # fmt: skip
         threads, terms = self._imar_threads(views, dt_s)
         base["Q"] = round(sum(t.perf for t in threads), 6)
+        base["terms"] = {str(tid): t for tid, t in sorted(terms.items())}  # each thread's eq. 1
         self._imar_migrate(threads, terms, ctx)
 
     def _imar_migrate(self, threads: List[im.ThreadPerf], terms: Dict[int, Dict[str, float]],
@@ -650,6 +651,7 @@ class Daemon:
         assert self.imar2 is not None
         threads, terms = self._imar_threads(views, dt_s)
         q = sum(t.perf for t in threads)
+        base["terms"] = {str(tid): t for tid, t in sorted(terms.items())}
         tids = frozenset(tasks)
         if self.tids_prev is not None and tids != self.tids_prev:
             self.imar2.reset()  # threads came or went: Q is not comparable

@@ -200,6 +200,7 @@ class CounterBridge:
                 socket_of[c] = s
         self.ledger = TaskLedger(self.core_totals, self.ncpus, socket_of)
         self.latency = latency
+        self.final: dict[str, Any] | None = None  # close(): the counts at the run's end
 
     # --------------------------------------------------------------- reading
     def index(self) -> dict[str, Any]:
@@ -384,6 +385,22 @@ class CounterBridge:
                 "error": rep.get("error"),
             })  # fmt: skip
 
+    def close(self) -> None:
+        """The counts at the run's end, for the record (``final``): a reply's
+        view (per-CPU totals, per-task counts, the socket matrix, the load
+        latency) and the ledger's charges per CPU (``per_cpu``); the
+        known-answer tests of the attribution read them
+        (tests/gem5/test_attribution_gem5.py). A failure is recorded, never
+        raised: the run's record must still be written."""
+        try:
+            rep = self.reply(0)
+            rep.pop("seq", None)
+            if self.ledger.marks:
+                rep["per_cpu"] = self.ledger.per_cpu()
+            self.final = rep
+        except Exception as e:  # noqa: BLE001 - the record must be written
+            self.final = {"error": f"{type(e).__name__}: {e}"}
+
     def record(self) -> dict[str, Any]:
         ms = [s["host_ms"] for s in self.samples]
         roi = [s["host_ms"] for s in self.samples if s["in_roi"]]
@@ -396,6 +413,7 @@ class CounterBridge:
             "samples_in_roi": len(roi), "host_s_in_roi": round(sum(roi) / 1e3, 6),
             "stats_resets": self.resets, "switches": self.ledger.record(),
             "per_sample": self.samples,
+            **({} if self.final is None else {"final": self.final}),
         }  # fmt: skip
 
     def write_record(self) -> None:

@@ -66,6 +66,9 @@ class TaskLedger:
         self.at_mark: list[tuple[float, ...] | None] = [None] * ncpus
         self.tasks: dict[int, list[float]] = {}
         self.unattributed = [0.0] * len(COUNTERS)
+        # the same charges per CPU (what each CPU's counts went to: ``per_cpu``)
+        self.cpu_tasks: list[dict[int, list[float]]] = [{} for _ in range(ncpus)]
+        self.cpu_unattributed = [[0.0] * len(COUNTERS) for _ in range(ncpus)]
         self.marks = 0
         self.refused = 0  # marks naming a CPU this machine does not have
         self.host_s = 0.0
@@ -83,8 +86,11 @@ class TaskLedger:
         before, who = self.at_mark[cpu], self.running[cpu]
         delta = [a - b for a, b in zip(now, before, strict=True)] if before else list(now)
         into = self.unattributed if who is None else self.tasks.setdefault(who, [0.0] * 3)
+        on = (self.cpu_unattributed[cpu] if who is None
+              else self.cpu_tasks[cpu].setdefault(who, [0.0] * 3))  # fmt: skip
         for i, d in enumerate(delta):
             into[i] += d
+            on[i] += d
         if who is not None and self.socket_of is not None:
             by = self.llc_by_socket.setdefault(who, [0.0] * self.nsockets)
             by[self.socket_of[cpu]] += delta[1]
@@ -118,6 +124,32 @@ class TaskLedger:
         if self.socket_of is not None:
             out["task_llc_by_socket"] = {str(pid): [round(x, 3) for x in v]
                                          for pid, v in sorted(by_socket.items())}  # fmt: skip
+        return out
+
+    def per_cpu(self) -> dict[str, Any]:
+        """Per CPU, now: its cumulative counts (``read_core``), what the ledger
+        charged of them to each task (the running one up to now) and what it
+        counted before its first mark: on a CPU that has marked, tasks +
+        unattributed = its counts (``marked``: false, nothing charged yet).
+        For the run's end record (counter_bridge.json ``final``), not the
+        replies: it names every (cpu, task) pair."""
+        out: dict[str, Any] = {}
+        for cpu in range(self.ncpus):
+            now = tuple(self.read_core(cpu))
+            tasks = {pid: list(v) for pid, v in self.cpu_tasks[cpu].items()}
+            who, before = self.running[cpu], self.at_mark[cpu]
+            if who is not None and before is not None:
+                acc = tasks.setdefault(who, [0.0] * 3)
+                for i, (a, b) in enumerate(zip(now, before, strict=True)):
+                    acc[i] += a - b
+            out[str(cpu)] = {
+                "marked": before is not None,
+                "totals": dict(zip(COUNTERS, (round(x, 3) for x in now), strict=True)),
+                "unattributed": dict(zip(COUNTERS, (round(x, 3) for x in
+                                                    self.cpu_unattributed[cpu]), strict=True)),
+                "tasks": {str(pid): dict(zip(COUNTERS, (round(x, 3) for x in v), strict=True))
+                          for pid, v in sorted(tasks.items())},
+            }  # fmt: skip
         return out
 
     def record(self) -> dict[str, Any]:

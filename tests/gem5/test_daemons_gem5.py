@@ -17,29 +17,22 @@ Needs $GEM5, the release kernel and the disk image (built on demand).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from analysis.cache import default_gem5
-
-REPO = Path(__file__).resolve().parents[2]
-for p in (REPO / "configs", REPO / "disk-image", REPO / "kernel-patches", REPO):
-    sys.path.insert(0, str(p))
+from tests.gem5.gem5_runs import (
+    MACHINE,
+    artifacts_or_skip,
+    boot_checkpoint,
+    jsonl,
+    restore_job,
+    session_base,
+)
 
 # four restored 4 x 2 runs after a boot: the gem5-long tier (tests/run), not CI's gem5 tier
 pytestmark = [pytest.mark.gem5, pytest.mark.gem5_long]
 
-GEM5 = default_gem5()[0] or ""  # $GEM5, else the cached build (analysis/cache.py)
-BOOT_TIMEOUT_S = 4 * 3600
-RUN_TIMEOUT_S = 4 * 3600
-# a link latency, not a factor: the tier needs no calibration table of this machine
-MACHINE = ["--sockets", "4", "--cores-per-socket", "2", "--mem-per-node", "512MiB",
-           "--slit-remote-distance", "16", "--link-latency", "58"]  # fmt: skip
 MIX = [
     {"name": "lft", "workload": "leader_ft", "threads": 3, "args": ["--size=4M", "--iters=3"]},
     {"name": "mc", "workload": "master_clients", "threads": 3,
@@ -59,69 +52,21 @@ PARAMS = {
 }
 
 
-def _why_not() -> str | None:
-    if not GEM5 or not os.access(GEM5, os.X_OK):
-        return "no gem5 binary: " + default_gem5()[1]
-    return None
-
-
 @pytest.fixture(scope="module")
 def artifacts() -> dict[str, Path]:
-    why = _why_not()
-    if why:
-        pytest.skip(f"SKIPPED gem5: {why}")
-    import build_image  # noqa: PLC0415
-    import kbuild  # noqa: PLC0415
-
-    kernel = Path(os.environ.get("NUMA_LB_VMLINUX") or kbuild.build("release", None) / "vmlinux")
-    return {"kernel": kernel, "image": build_image.build()}
-
-
-def gem5(outdir: Path, args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
-    cmd = [GEM5, f"--outdir={outdir}", str(REPO / "configs" / "numa_run.py"), *args]
-    outdir.mkdir(parents=True, exist_ok=True)
-    with open(outdir.parent / f"{outdir.name}.log", "w") as log:
-        run = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, text=True,
-                             timeout=timeout, check=False)  # fmt: skip
-    run.stdout = (outdir.parent / f"{outdir.name}.log").read_text()
-    return run
+    return artifacts_or_skip()
 
 
 @pytest.fixture(scope="module")
 def boot(artifacts: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    base = Path(os.environ.get("NUMA_LB_GEM5_DAEMON_DIR") or tmp_path_factory.mktemp("daemons"))
-    if not (base / "cpt" / "m5.cpt").is_file():
-        run = gem5(
-            base / "boot",
-            [*MACHINE, "--kernel", str(artifacts["kernel"]),
-             "--disk-image", str(artifacts["image"]), "--take-checkpoint", str(base / "cpt")],
-            BOOT_TIMEOUT_S,
-        )  # fmt: skip
-        assert run.returncode == 0, run.stdout[-4000:]
-    return base
+    return boot_checkpoint(session_base(tmp_path_factory), artifacts, MACHINE)
 
 
 def restore(boot: Path, artifacts: dict[str, Path], policy: str) -> Path:
-    out = boot / policy
-    if (out / "guest" / "status.json").is_file():  # NUMA_LB_GEM5_DAEMON_DIR: reuse
-        return out
     job = {"run_id": f"daemon-{policy}", "policy": policy, "seed": 1, "timeout_s": 3000,
            "programs": DEVIL_MIX if policy == "devil" else MIX,
            "daemon_params": PARAMS[policy]}  # fmt: skip
-    (boot / f"{policy}.job.json").write_text(json.dumps(job))
-    run = gem5(
-        out,
-        [*MACHINE, "--kernel", str(artifacts["kernel"]),
-         "--disk-image", str(artifacts["image"]), "--job", str(boot / f"{policy}.job.json"),
-         "--restore-checkpoint", str(boot / "cpt")],
-        RUN_TIMEOUT_S,
-    )  # fmt: skip
-    assert run.returncode == 0, run.stdout[-4000:]
-    return out
-
-
-def jsonl(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    return restore_job(boot, artifacts, policy, job, MACHINE)
 
 
 @pytest.mark.parametrize("policy", ["imar", "imar2", "devil", "plb"])
