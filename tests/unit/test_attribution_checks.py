@@ -104,6 +104,8 @@ def test_each_tasks_counts_mpki_and_the_node_split(tmp_path: Path) -> None:
     req = ak.requests_by_node(final, [22])
     assert req == pytest.approx({0: 78 * 80 / 89, 1: 80 / 89})
     assert ak.remote_share(req, 1) == pytest.approx(78 / 79)
+    assert ak.requests_by_node(final, [22], socket=1) == req
+    assert ak.requests_by_node(final, [22], socket=0) == {}
     # the compute task gets the socket's mix too (approximate split), but few requests
     assert ak.remote_share(ak.requests_by_node(final, [11]), 1) == pytest.approx(78 / 79)
     assert sum(ak.requests_by_node(final, [11]).values()) == pytest.approx(79 * 2 / 89)
