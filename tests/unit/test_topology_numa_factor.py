@@ -167,3 +167,23 @@ def test_a_given_link_latency_outside_the_table_is_predicted_not_refused(tmp_pat
     assert 1.0 < outside.link_latency().predicted_numa_factor < 1.6067  # the model's guess
     with pytest.raises(ValueError, match="outside the calibrated range"):
         Topology(sockets=4, cores_per_socket=2, numa_factor=1.2, calibration=cal).link_latency()
+
+
+def test_the_papers_4x8_machine_resolves_a_factor_from_its_shipped_table() -> None:
+    """Issue 40 item 1: a 4 x 8 run at f = 1.6 resolves its link latency from the
+    shipped 4 x 8 table (the 4 x 2 points, transferred after a transfer check
+    whose figures its header carries), not from the first-order model."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "configs"))
+    from numa_lb.options import calibration_for  # noqa: PLC0415
+
+    t48 = calibration_for(sockets=4, cores_per_socket=8, mem_per_node="512MiB")
+    t42 = calibration_for(sockets=4, cores_per_socket=2, mem_per_node="512MiB")
+    assert t48 is not None and t42 is not None and t48.source != t42.source
+    assert t48.points == t42.points
+    header = Path(t48.source).read_text()
+    for measured in ("1.2153", "1.6096", "2.4987"):  # the 4 x 8 transfer check
+        assert measured in header
+    m = Topology(sockets=4, cores_per_socket=8, numa_factor=1.6, calibration=t48)
+    link = m.link_latency()
+    assert 55 <= link.cycles <= 60 and link.source == t48.source
+    assert link.predicted_numa_factor == pytest.approx(1.6)
