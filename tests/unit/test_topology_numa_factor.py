@@ -186,4 +186,4 @@ def test_the_papers_4x8_machine_resolves_a_factor_from_its_shipped_table() -> No
     m = Topology(sockets=4, cores_per_socket=8, numa_factor=1.6, calibration=t48)
     link = m.link_latency()
     assert 55 <= link.cycles <= 60 and link.source == t48.source
-    assert link.predicted_numa_factor == pytest.approx(1.6)
+    assert link.predicted_numa_factor == pytest.approx(1.6, abs=0.005)  # whole cycles
