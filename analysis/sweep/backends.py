@@ -502,6 +502,13 @@ def children_cpu_s() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
+def children_max_rss_mib() -> float:
+    """Peak resident set (MiB) of the largest child this process has reaped
+    (Linux: ru_maxrss in KiB): after a run, its gem5 process's peak, or the
+    boot's when this worker booted the checkpoint and the boot was larger."""
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+
+
 def run_gem5(rec: dict[str, Any], run_dir: Path, timeout_s: float) -> Outcome:
     staging.check_inputs(rec)  # on a shared path, staged by the submitting host
     point = SweepPoint.from_dict(rec["point"])
@@ -530,6 +537,7 @@ def run_gem5(rec: dict[str, Any], run_dir: Path, timeout_s: float) -> Outcome:
             host_times["gem5_s"] = round(time.time() - t0, 3)  # the restored run's process
             # its CPU time: the wall time above grows when runs share cores
             host_times["gem5_cpu_s"] = round(children_cpu_s() - cpu0, 3)
+            host_times["gem5_max_rss_mib"] = round(children_max_rss_mib(), 1)
             write_text_atomic(run_dir / "logs" / HOST_TIMES_NAME, json.dumps(host_times) + "\n")
     guest = collect_gem5_guest_files(run_dir)
     details: dict[str, Any] = {"command": cmd, "guest_status": guest}

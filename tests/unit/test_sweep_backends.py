@@ -462,3 +462,16 @@ def test_parallel_workers_start_on_different_boot_checkpoints() -> None:
                     (0, "excl"), (1, "excl"), (2, "excl")]  # fmt: skip
     assert boots_first(items, lambda r: None) == items  # qemu: no checkpoints, same order
     assert boots_first(items, lambda r: "k", limit=2) == items  # too long to hash: as is
+
+
+def test_children_max_rss_is_the_largest_reaped_childs_peak() -> None:
+    """host_times.json's gem5_max_rss_mib: ru_maxrss of the reaped children, so
+    a child that touched 64 MiB raises it to at least that."""
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    from analysis.sweep.backends import children_max_rss_mib  # noqa: PLC0415
+
+    code = "b = bytearray(64 << 20); b[::4096] = b'x' * len(b[::4096])"
+    subprocess.run([sys.executable, "-c", code], check=True)
+    assert children_max_rss_mib() >= 64
