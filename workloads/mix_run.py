@@ -73,12 +73,16 @@ def run_mix(
     bin_dirs: Optional[List[str]] = None,
     roi: Optional[List[str]] = None,
     schedstat: str = mix_schedstat.SCHEDSTAT,
+    prestart: Optional[Dict[str, float]] = None,
 ) -> int:
     """ROI: when given (``[M5, OPTIONS..., ID]``), ``M5 OPTIONS workbegin|workend
     ID 0`` run right before
     the programs are released and right after the last one is reaped (under
     gem5: switch to the timing CPU and reset stats / dump stats), so the
-    runner's own start-up and bookkeeping stay out of the measured region."""
+    runner's own start-up and bookkeeping stay out of the measured region.
+    PRESTART: a runner started before the job was known (mixrunner.py
+    --serve), the monotonic times it was ready and got its request; goes to
+    the run record as is (None: started with its arguments)."""
     os.makedirs(outdir, exist_ok=True)
     w = Writer(os.path.join(outdir, "results.jsonl"))
     errors = []  # type: List[str]
@@ -140,6 +144,7 @@ def run_mix(
             "run_id": rid,
             "time_unix": time.time(),
             "monotonic_s": {"imported": IMPORTED_MONOTONIC_S, "run_record": time.monotonic()},
+            "prestart": prestart,
             "kernel": {
                 "release": uname.release,
                 "version": uname.version,

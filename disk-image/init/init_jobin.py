@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import time
+import traceback
 from typing import IO, Any, Dict, List, Optional, Tuple
 
 from init_formats import JOB_MARKER, RESULTS_EMPTY, JobError, unpack_job
@@ -19,7 +20,7 @@ from init_system import cmdline_param, read_file
 
 class JobIn:
     """Init's job reading (mixed into Init: uses self.a, self.prefix, self.log, self.m5_call,
-    self.backend, self.status; sets self.results_disk under QEMU)."""
+    self.backend, self.status, self.prestart_runner; sets self.results_disk under QEMU)."""
 
     def guest_disks(self) -> List[str]:
         """Whole disks that do not hold the root filesystem."""
@@ -62,6 +63,12 @@ class JobIn:
             if cmdline_param("numa_lb.checkpoint") == "1":
                 self.vary_boot(cmdline_param("numa_lb.boot_variant"))
                 self.warm_page_cache()
+                try:  # the runner waits through the checkpoint (init_run.py)
+                    self.prestart_runner()
+                except Exception as e:  # noqa: BLE001 - an optimisation, never fatal
+                    self.status["prestart"] = {"used": False, "error": "%s: %s" % (
+                        type(e).__name__, e)}  # fmt: skip
+                    self.log("prestart failed: %s" % traceback.format_exc())
                 self.log("m5 checkpoint")
                 self.m5_call(["checkpoint"])
             self.log("m5 readfile")

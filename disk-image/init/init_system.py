@@ -16,6 +16,7 @@ from typing import Any, List, Optional, Tuple
 
 RNDADDENTROPY = 0x40085203  # _IOW('R', 0x03, int[2])
 RNG_SEED_BITS = 256  # what the kernel needs before it calls the CRNG ready
+CMDLINE = "/proc/cmdline"  # the init's --host --cmdline FILE replaces it (tests)
 
 
 class System:
@@ -159,7 +160,7 @@ def is_mounted(target: str) -> bool:
 
 
 def cmdline_param(key: str) -> Optional[str]:
-    for word in read_file("/proc/cmdline").split():
+    for word in read_file(CMDLINE).split():
         if word.startswith(key + "="):
             return word.split("=", 1)[1]
     return None

@@ -176,7 +176,7 @@ exit 0
 
 
 def run_init_with_m5(
-    prefix: Path, tmp_path: Path, m5_script: str, job: dict, options: dict
+    prefix: Path, tmp_path: Path, m5_script: str, job: dict, options: dict, *extra: str
 ) -> tuple[subprocess.CompletedProcess[str], Path]:
     """Run the init on the host with M5_SCRIPT as its m5 tool; (process, m5 dir)."""
     fake = tmp_path / "prefix"
@@ -188,7 +188,8 @@ def run_init_with_m5(
     (d / "out").mkdir(parents=True)
     (d / "job.tar").write_bytes(init.pack_job(job, options))
     p = subprocess.run(
-        [sys.executable, INIT, "--host", "--prefix", str(fake), "--rundir", str(tmp_path / "r")],
+        [sys.executable, INIT, "--host", "--prefix", str(fake), "--rundir", str(tmp_path / "r"),
+         *extra],
         capture_output=True, text=True, timeout=120, env=dict(os.environ, FAKE_M5_DIR=str(d)),
     )  # fmt: skip
     return p, d
@@ -454,3 +455,153 @@ def test_a_boot_variant_does_its_work_before_the_checkpoint_and_records_it() -> 
         q.vary_boot(text)
         assert q.status == {}
     assert "not an integer" in q.logged[0]
+
+
+# A stand-in m5 that logs each call with its CLOCK_MONOTONIC time (the mix
+# runner's stamps are on the same clock); FAKE_M5_KILL_WAITER: at `checkpoint`
+# it SIGKILLs the init's waiting mix runner (its sibling: the init's child
+# with --serve on its command line), a runner that died in the checkpoint.
+TIMED_M5 = (
+    f"#!{sys.executable}\n"
+    + """\
+import os, shutil, signal, sys, time
+d, a = os.environ["FAKE_M5_DIR"], sys.argv[1:]
+with open(os.path.join(d, "calls"), "a") as f:
+    f.write("%s %.9f\\n" % (" ".join(a), time.monotonic()))
+if a[0] == "readfile":
+    with open(os.path.join(d, "job.tar"), "rb") as f:
+        sys.stdout.buffer.write(f.read())
+elif a[0] == "writefile":
+    shutil.copy(a[1], os.path.join(d, "out", a[2]))
+elif a[0] == "checkpoint" and os.environ.get("FAKE_M5_KILL_WAITER"):
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = open("/proc/%s/stat" % pid).read()
+            cmd = open("/proc/%s/cmdline" % pid, "rb").read()
+        except OSError:
+            continue
+        if int(stat[stat.rfind(")") + 2:].split()[1]) == os.getppid() and b"--serve" in cmd:
+            os.kill(int(pid), signal.SIGKILL)
+            with open(os.path.join(d, "killed"), "w") as f:
+                f.write(pid)
+"""
+)
+
+
+def run_checkpointed(
+    prefix: Path, tmp_path: Path, job: dict, options: dict, kill_waiter: bool = False
+) -> tuple[subprocess.CompletedProcess[str], Path, list[tuple[str, float]]]:
+    """The init in gem5 checkpoint mode (numa_lb.checkpoint=1 through --cmdline)
+    with TIMED_M5; (process, m5 dir, [(call, monotonic s)])."""
+    cmdline = tmp_path / "cmdline"
+    cmdline.write_text("console=ttyS0 numa_lb.backend=gem5 numa_lb.checkpoint=1\n")
+    if kill_waiter:
+        os.environ["FAKE_M5_KILL_WAITER"] = "1"
+    try:
+        p, d = run_init_with_m5(prefix, tmp_path, TIMED_M5, job, options,
+                                "--cmdline", str(cmdline))  # fmt: skip
+    finally:
+        os.environ.pop("FAKE_M5_KILL_WAITER", None)
+    calls = [(c.rsplit(" ", 1)[0], float(c.rsplit(" ", 1)[1]))
+             for c in (d / "calls").read_text().splitlines()]  # fmt: skip
+    return p, d, calls
+
+
+def handed_back(d: Path, tmp_path: Path) -> tuple[dict, list[dict], str]:
+    """status.json, results.jsonl's records and init.log from the results tar."""
+    got = guest_io.collect_gem5(d / "out", tmp_path / "guest", prefix="guest-")
+    assert got is not None
+    g = tmp_path / "guest"
+    recs = records({"results.jsonl": (g / "results.jsonl").read_bytes()})
+    return got, recs, (g / "init.log").read_text()
+
+
+def test_checkpoint_mode_starts_the_runner_before_the_checkpoint(
+    prefix: Path, tmp_path: Path
+) -> None:
+    """numa_lb.checkpoint=1: the mix runner is started (and has imported
+    everything) before `m5 checkpoint`, gets its request after `m5 readfile`,
+    and runs the job as the init's own start would; the run record says so."""
+    job = {"run_id": "pre", "programs": SMALL_MIX[:1]}
+    p, d, calls = run_checkpointed(prefix, tmp_path, job, {"roi_workid": 7})
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert [c for c, _ in calls] == [
+        "checkpoint", "readfile", "workbegin 7 0", "workend 7 0",
+        f"writefile {tmp_path}/r/handback-results.tar guest-results.tar", "exit",
+    ]  # fmt: skip
+    at = dict(calls)
+    st, recs, log = handed_back(d, tmp_path)
+    assert st["status"] == "ok" and st["mixrunner_exit"] == 0
+    assert st["cmdline"] == "console=ttyS0 numa_lb.backend=gem5 numa_lb.checkpoint=1"
+    assert st["prestart"]["used"] is True and st["prestart"]["error"] is None
+    run = recs[0]
+    pre, mono = run["prestart"], run["monotonic_s"]
+    # the runner's imports and "ready" came before the checkpoint, its
+    # request after the readfile, and the ROI after that
+    assert mono["imported"] <= pre["ready"] < at["checkpoint"] < at["readfile"]
+    assert at["readfile"] < pre["request"] <= mono["run_record"] < at["workbegin 7 0"]
+    assert recs[-1]["status"] == "ok" and [r["name"] for r in recs if r["type"] == "program"] == [
+        "lft"
+    ]
+    order = [x for x in ("prestart: mix runner pid", "m5 checkpoint", "m5 readfile",
+                         "run: by the pre-started mix runner") if x in log]  # fmt: skip
+    assert len(order) == 4 and sorted(order, key=log.index) == order, log
+
+
+def test_a_waiting_runner_that_died_is_replaced_by_todays_start(
+    prefix: Path, tmp_path: Path
+) -> None:
+    """The waiting runner killed during the checkpoint: the init logs it and
+    starts the runner with its arguments; the run does not fail."""
+    job = {"run_id": "dead", "programs": SMALL_MIX[:1]}
+    p, d, calls = run_checkpointed(prefix, tmp_path, job, {}, kill_waiter=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert (d / "killed").is_file()  # the stand-in found and killed the waiter
+    assert [c.split()[0] for c, _ in calls] == [
+        "checkpoint", "readfile", "workbegin", "workend", "writefile", "exit"
+    ]  # fmt: skip
+    st, recs, log = handed_back(d, tmp_path)
+    assert st["status"] == "ok" and st["mixrunner_exit"] == 0
+    assert st["prestart"]["used"] is False and st["prestart"]["ready_s"] > 0
+    assert st["prestart"]["error"] == "the waiting runner exited with -9"
+    assert "the mix runner starts as without a checkpoint" in log
+    assert recs[0]["prestart"] is None and recs[-1]["status"] == "ok"
+
+
+def test_a_refused_request_falls_back_with_the_reason(prefix: Path, tmp_path: Path) -> None:
+    """A request the waiting runner refuses (here: a shell metacharacter in
+    an init option's argument) is logged with the reason; the init starts the
+    runner with the same arguments, as without a checkpoint."""
+    job = {"run_id": "refused", "programs": SMALL_MIX[:1]}
+    p, d, _ = run_checkpointed(prefix, tmp_path, job,
+                               {"mixrunner_args": ["--lb-stats", "/nonexistent/$x"]})  # fmt: skip
+    assert p.returncode == 0, p.stdout + p.stderr
+    st, recs, log = handed_back(d, tmp_path)
+    why = "refused: argument '/nonexistent/$x': shell metacharacter '$'"
+    assert st["status"] == "ok" and (st["prestart"]["used"], st["prestart"]["error"]) == (
+        False, why
+    )  # fmt: skip
+    assert f"prestart: {why}; the mix runner starts as without a checkpoint" in log
+    assert "mixrunner: request refused: argument '/nonexistent/$x'" in log  # its stderr
+    assert recs[0]["prestart"] is None and recs[-1]["status"] == "ok"
+    assert recs[-1]["sched_numa_lb_stats"]["path"] == "/nonexistent/$x"  # the fallback's argv
+
+
+def test_a_waiting_runner_without_a_job_is_ended(prefix: Path, tmp_path: Path) -> None:
+    """No job after the checkpoint (a readfile that fails): the waiting runner
+    is told so (its socket closed), exits, and the init hands back the error."""
+    m5 = TIMED_M5.replace('if a[0] == "readfile":', 'if a[0] == "readfile":\n    sys.exit(1)')
+    p, d = run_init_with_m5(prefix, tmp_path, m5, {"run_id": "x", "programs": SMALL_MIX[:1]},
+                            {}, "--cmdline", str(tmp_path / "cmdline"))  # fmt: skip
+    assert p.returncode == 1 and "waiting" not in p.stdout  # no --cmdline file: no checkpoint
+    cmdline = tmp_path / "cmdline2"
+    cmdline.write_text("numa_lb.backend=gem5 numa_lb.checkpoint=1\n")
+    shutil.rmtree(tmp_path / "prefix")
+    shutil.rmtree(d)
+    p, d = run_init_with_m5(prefix, tmp_path, m5, {"run_id": "x", "programs": SMALL_MIX[:1]},
+                            {}, "--cmdline", str(cmdline))  # fmt: skip
+    assert p.returncode == 1, p.stdout + p.stderr
+    console = p.stdout
+    assert "job error: m5 readfile returned no job" in console
+    assert "prestart: the waiting mix runner got no request, exit 3" in console
+    assert "mixrunner: request refused: no request (end of file)" in console

@@ -1024,3 +1024,161 @@ def test_schedstat_cpu_windows_and_per_thread_run_delay(
     drop = ("schedstat_tasks", "run_delay_ns")  # a runner before the per-task reads
     old = [{k: v for k, v in t.items() if k not in drop} for t in lft]
     assert run_delay({"thread_records": [{"run_delay_ns": -1}]}, old) is None
+
+
+# ------------------------------------------------------------------ --serve
+
+
+def serve(
+    rundir: Path, request: bytes | None, python: str = sys.executable
+) -> tuple[int, bytes, str]:
+    """Start ``mixrunner.py --serve`` as the guest init does (a socketpair),
+    wait for "ready", send REQUEST (None: close the socket); (exit, answer, stderr)."""
+    import socket  # noqa: PLC0415
+
+    ours, theirs = socket.socketpair()
+    ours.settimeout(60)
+    p = subprocess.Popen(
+        [python, str(WL / "mixrunner.py"), "--serve", str(theirs.fileno()),
+         "--rundir", str(rundir)],
+        pass_fds=(theirs.fileno(),), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"),
+    )  # fmt: skip
+    theirs.close()
+    f = ours.makefile("rb")
+    assert f.readline() == b"ready\n"
+    if request is None:
+        ours.shutdown(socket.SHUT_WR)
+    else:
+        ours.sendall(request)
+    answer = f.readline()
+    f.close()
+    ours.close()
+    _, err = p.communicate(timeout=60)
+    return p.returncode, answer, err.decode()
+
+
+def request(argv: list[str], **extra: Any) -> bytes:
+    return (json.dumps(dict(argv=argv, **extra)) + "\n").encode()
+
+
+def test_serve_runs_a_request_as_the_direct_invocation_does(
+    bindir: Path, tmp_path: Path, fake_sysctl: Path
+) -> None:
+    """The same job, once with its arguments, once through --serve: the same
+    records (types, keys, the run's settings, the outcome), plus "prestart"."""
+    run = tmp_path / "run"
+    run.mkdir()
+    jf = run / "job.json"
+    jf.write_text(json.dumps(small_job(policy="tm")))
+    args = ["--sysctl-root", str(fake_sysctl), "--bin-dir", str(bindir)]
+    p = subprocess.run(
+        [sys.executable, str(WL / "mixrunner.py"), str(jf), "--outdir", str(run / "direct"),
+         *args], capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    before = time.monotonic()
+    rc, answer, err = serve(run, request([str(jf), "--outdir", str(run / "served"), *args]))
+    assert (rc, answer) == (0, b"ok\n"), err
+    direct, served = records(run / "direct"), records(run / "served")
+    assert [r["type"] for r in direct] == [r["type"] for r in served]
+    assert [sorted(r) for r in direct] == [sorted(r) for r in served]
+    volatile = {"time_unix", "monotonic_s", "clock", "prestart"}
+    assert {k: v for k, v in direct[0].items() if k not in volatile} == {
+        k: v for k, v in served[0].items() if k not in volatile
+    }
+    assert direct[0]["prestart"] is None
+    pre = served[0]["prestart"]
+    # imports, then ready, then the request (the test sent it after "ready")
+    assert served[0]["monotonic_s"]["imported"] <= pre["ready"] <= pre["request"]
+    assert before <= pre["request"] <= served[0]["monotonic_s"]["run_record"]
+    for d, s in zip(by_type(direct, "program"), by_type(served, "program"), strict=True):
+        for k in ("index", "name", "kind", "argv", "exit_code", "signal"):
+            assert d[k] == s[k], k
+    same = ("status", "errors", "programs_failed", "timed_out", "policy_at_end",
+            "sysctls_restored")  # fmt: skip
+    assert {k: direct[-1][k] for k in same} == {k: served[-1][k] for k in same}
+    assert served[-1]["status"] == "ok"
+
+
+@pytest.mark.parametrize(
+    ("req", "why"),
+    [
+        (b"job.json --outdir out\n", "not JSON"),
+        (b'["job.json"]\n', "not a JSON object: list"),
+        ("unknown", "unknown keys ['roi']"),
+        ("outside", "--outdir '/tmp' is outside the run directory"),
+        ("dotdot", "the job '{run}/../job.json' is outside the run directory"),
+        ("meta", "argument '/x;reboot': shell metacharacter ';'"),
+        ("dollar", "argument '$HOME': shell metacharacter '$'"),
+        ("help", "--help is not a run"),
+        ("noargs", "argv must be a non-empty list of strings"),
+        ("badopt", "bad arguments"),
+        (None, "no request (end of file)"),
+    ],
+)
+def test_serve_refuses_a_bad_request_and_runs_nothing(
+    tmp_path: Path, req: bytes | str | None, why: str
+) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    job, out = str(run / "job.json"), str(run / "out")
+    Path(job).write_text(json.dumps({"programs": [{"cmd": ["sh", "-c", "exit 0"]}]}))
+    reqs = {
+        "unknown": request([job, "--outdir", out], roi=["m5", "1"]),
+        "outside": request([job, "--outdir", "/tmp"]),
+        "dotdot": request([f"{run}/../job.json", "--outdir", out]),
+        "meta": request([job, "--outdir", out, "--lb-stats", "/x;reboot"]),
+        "dollar": request([job, "--outdir", out, "--sys-root", "$HOME"]),
+        "help": request([job, "--outdir", out, "--help"]),
+        "noargs": request([]),
+        "badopt": request([job, "--outdir", out, "--no-such-option"]),
+    }
+    rc, answer, err = serve(run, reqs[req] if isinstance(req, str) else req)
+    why = why.format(run=run)
+    assert rc == mr.SERVE_EXIT == 3
+    assert answer.decode().startswith("refused: ") and why in answer.decode(), answer
+    assert f"mixrunner: request refused: {why}" in err
+    assert not (run / "out").exists()  # nothing ran
+
+
+def test_a_run_after_preload_imports_nothing(tmp_path: Path, fake_sysctl: Path) -> None:
+    """--serve imports before the checkpoint what the run path imports lazily
+    (LAZY_MODULES): the run itself, ROI marks included, imports no module."""
+    m5, _ = fake_m5(tmp_path)
+    jf = tmp_path / "job.json"
+    jf.write_text(json.dumps({"run_id": "pre", "warmup_s": 0.01, "programs": [
+        {"name": "a", "cmd": ["sh", "-c", "exit 0"]}, {"name": "b", "cmd": ["sh", "-c", "exit 3"]},
+    ]}))  # fmt: skip
+    script = (
+        "import json, sys; sys.path.insert(0, sys.argv[1]); import mixrunner;"
+        "mixrunner.preload(); b = set(sys.modules); rc = mixrunner.main(sys.argv[2:]);"
+        "print(json.dumps([rc, sorted(set(sys.modules) - b)]))"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", script, str(WL), str(jf), "--outdir", str(tmp_path / "out"),
+         "--sysctl-root", str(fake_sysctl), "--roi", str(m5), "7"],
+        capture_output=True, text=True, timeout=60,
+        env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"),
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    rc, late = json.loads(p.stdout.splitlines()[-1])
+    assert rc == 1 and late == []  # program b exits 3: the run ran to its end
+
+
+def test_serve_under_python36(tmp_path: Path, fake_sysctl: Path) -> None:
+    from test_mix_catalog import python36
+
+    py36 = python36()
+    if py36 is None:
+        pytest.skip("SKIPPED py36-serve: no Python 3.6 interpreter on this host")
+    run = tmp_path / "run"
+    run.mkdir()
+    jf = run / "job.json"
+    jf.write_text(json.dumps({"policy": "mb", "programs": [{"cmd": ["/bin/sh", "-c", "exit 0"]}]}))
+    req = request([str(jf), "--outdir", str(run / "out"), "--sysctl-root", str(fake_sysctl)])
+    rc, answer, err = serve(run, req, py36)
+    assert (rc, answer) == (0, b"ok\n"), err
+    recs = records(run / "out")
+    assert recs[0]["python"].startswith("3.6") and recs[-1]["status"] == "ok"
+    assert set(recs[0]["prestart"]) == {"ready", "request"}
