@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -27,17 +26,15 @@ from typing import Any
 
 import pytest
 
-from analysis.cache import default_gem5
-
 REPO = Path(__file__).resolve().parents[2]
 for p in (REPO / "configs", REPO / "disk-image", REPO / "kernel-patches", REPO):
     sys.path.insert(0, str(p))
 
+from gem5_runs import artifacts_or_skip, gem5  # noqa: E402
 from numa_lb.topology import Topology  # noqa: E402
 
 pytestmark = pytest.mark.gem5
 
-GEM5 = default_gem5()[0] or ""  # $GEM5, else the cached build (analysis/cache.py)
 BOOT_TIMEOUT_S = 3 * 3600
 RUN_TIMEOUT_S = 3600
 # Link latencies, not factors: the tier must not depend on a calibration table of
@@ -55,33 +52,9 @@ BOUND_MIX = [
 SMALL_MIX = [{"name": "cs", "workload": "compute_small", "threads": 2, "args": ["--iters=1"]}]
 
 
-def _why_not() -> str | None:
-    if not GEM5 or not os.access(GEM5, os.X_OK):
-        return "no gem5 binary: " + default_gem5()[1]
-    return None
-
-
 @pytest.fixture(scope="module")
 def artifacts() -> dict[str, Path]:
-    why = _why_not()
-    if why:
-        pytest.skip(f"SKIPPED gem5: {why}")
-    import build_image  # noqa: PLC0415
-    import kbuild  # noqa: PLC0415
-
-    kernel = Path(os.environ.get("NUMA_LB_VMLINUX") or kbuild.build("release", None) / "vmlinux")
-    return {"kernel": kernel, "image": build_image.build()}
-
-
-def gem5(outdir: Path, args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
-    cmd = [GEM5, f"--outdir={outdir}", str(REPO / "configs" / "numa_run.py"), *args]
-    outdir.mkdir(parents=True, exist_ok=True)
-    with open(outdir.parent / f"{outdir.name}.log", "w") as log:
-        run = subprocess.run(
-            cmd, stdout=log, stderr=subprocess.STDOUT, text=True, timeout=timeout, check=False
-        )
-    run.stdout = (outdir.parent / f"{outdir.name}.log").read_text()
-    return run
+    return artifacts_or_skip()
 
 
 @pytest.fixture(scope="module")
