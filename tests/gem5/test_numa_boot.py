@@ -123,7 +123,11 @@ def test_restore_runs_the_job_under_another_factor_and_policy(boot: Path, restor
 
     status = json.loads((restored / "guest" / "status.json").read_text())
     assert status["status"] == "ok", status
-    assert json.loads((restored / "guest" / "handback.json").read_text()) == {"via": "writefile"}
+    # the default gem5 hand-back: the results tar, one m5 writefile (init_formats)
+    assert json.loads((restored / "guest" / "handback.json").read_text()) == {"via": "tar"}
+    assert status["gem5_handback"] == "tar"
+    # the mix runner started before the boot checkpoint served this job
+    assert status["prestart"]["used"] is True and status["prestart"]["error"] is None, status
     recs = records(restored / "guest" / "results.jsonl")
     run = next(r for r in recs if r["type"] == "run")
     # the guest sees the topology of the boot: 4 nodes, one CPU each, SLIT 10/16
@@ -144,7 +148,7 @@ def test_m5_ops_reach_gem5(restored: Path) -> None:
     stats = (restored / "stats.txt").read_text()
     # one dump at workend (m5 dumpstats/resetstats through work items) + the final one
     assert stats.count("Begin Simulation Statistics") >= 1
-    assert (restored / "guest-results.jsonl").is_file()  # m5 writefile
+    assert (restored / "guest-results.tar").is_file()  # m5 writefile, the results tar
 
 
 def test_roi_stats_have_the_names_the_analysis_reads(restored: Path) -> None:
