@@ -30,8 +30,9 @@ REPO = Path(__file__).resolve().parents[2]
 for p in (REPO / "configs", REPO / "disk-image", REPO / "kernel-patches", REPO):
     sys.path.insert(0, str(p))
 
-from gem5_runs import artifacts_or_skip, gem5  # noqa: E402
 from numa_lb.topology import Topology  # noqa: E402
+
+from tests.gem5.gem5_runs import artifacts_or_skip, gem5  # noqa: E402
 
 pytestmark = pytest.mark.gem5
 
