@@ -142,7 +142,7 @@ def build(
     rmx = select(mx, ref)
     threads = sorted(int(t) for t in rmx["threads"].unique())
     secs.append(headline(mx, ref, rmx, qemu_note, runs))
-    vs = verdict_section(fr.metrics)  # only with paired excl and default repeats
+    vs = verdict_section(fr.metrics, fr.runs)  # only with paired excl and default repeats
     if vs is not None:
         secs.append(vs)
     why_not = finding_unfilled(mx)

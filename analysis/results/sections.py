@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from . import finding, plots, run_cost, verdict
+from . import finding, gates, plots, run_cost, verdict
 from .document import Figure, Section, Table, _fmt, pm
 from .forest import MARK
 from .frames import Frames
@@ -377,11 +377,14 @@ def _primary_sentence(label: str, v: verdict.Verdict) -> str:
     return s
 
 
-def verdict_section(metrics: pd.DataFrame) -> Section | None:
+def verdict_section(metrics: pd.DataFrame, runs: pd.DataFrame | None = None) -> Section | None:
     """The verdict (verdict.py): the pre-registered contrast's decision per
     configuration, the Welch check, the secondary contrasts and a forest plot
-    of all of them; None unless some configuration has excl and default runs
-    at NUMA balancing 0 paired in at least 2 repeats."""
+    of all of them, then beside it the gates, the mechanism and the
+    improvement per program (verdict_beside); None unless some configuration
+    has excl and default runs at NUMA balancing 0 paired in at least 2
+    repeats. @runs (the runs frame) adds the runs that did not finish, which
+    fail both gates; without it the runs are those of @metrics."""
     vs = verdict.verdicts(metrics)
     if not verdict.decided(vs):
         return None
@@ -394,7 +397,8 @@ def verdict_section(metrics: pd.DataFrame) -> Section | None:
         "(findings/NAME/PREREGISTRATION.md, committed before the sweep's first run) fixes "
         "this endpoint, the number of repeats and the rule below; on other runs it is a "
         "description, and every other contrast here is exploratory. The per-run gates "
-        "(regime, mechanism) are not checked in this section."
+        "(regime, mechanism) and the mechanism are reported below, beside the result: a run "
+        "that fails a gate stays in every contrast."
     )
     s.paras.append(
         f"Endpoint per repeat: the mean over the mix's programs of ln(t_{base} / t_{pol}), "
@@ -479,7 +483,7 @@ def verdict_section(metrics: pd.DataFrame) -> Section | None:
                          "marked": marked})  # fmt: skip
     levels = sorted({f"{v.bonferroni_level * 100:.2f} %" for _, v, _ in shown
                      if math.isfinite(v.bonferroni_level)})  # fmt: skip
-    runs = sum(v.runs for _, v, _ in shown)
+    n_runs = sum(v.runs for _, v, _ in shown)
     caption = (
         f"Every contrast against {base} on the verdict's endpoint, per configuration: the "
         f"mean over the programs of ln(t_{base} / t_policy) paired by repeat, as "
@@ -491,7 +495,7 @@ def verdict_section(metrics: pd.DataFrame) -> Section | None:
         + (f"; the other policies' bars are at the Bonferroni level 1 − 0.05/m "
            f"({', '.join(levels)})" if levels else "")
         + "; a hollow dot has no interval. Only the marked contrast is confirmatory, and only "
-        f"under a pre-registration. Runs: {runs} runs in {len(shown)} "
+        f"under a pre-registration. Runs: {n_runs} runs in {len(shown)} "
         f"configuration{'' if len(shown) == 1 else 's'}."
     )  # fmt: skip
     bound = verdict.pct(verdict.REFUTE_BELOW)
@@ -499,7 +503,210 @@ def verdict_section(metrics: pd.DataFrame) -> Section | None:
                        f"Verdict: {pol} and the other policies against {base}", MARK,
                        threshold=(bound, f"+{bound:.0f} %: refute bound"))  # fmt: skip
     s.items.append(Figure(png, caption, "verdict_forest"))
+    s.items.extend(verdict_beside(metrics, runs, [(lab, v) for lab, v, _ in shown]))
     return s
+
+
+# ------------------------------------------------------------------ beside the verdict
+GATE_MAX_LISTED = 40  # runs in the table of runs failing a gate
+GATE_VALUE_LABELS = {
+    "sched_runnable_per_cpu_all_running": "runnable per CPU while all run",
+    "sched_busy_fraction_all_running": "busy fraction while all run",
+    gates.XNODE_BALANCE: "cross-node balancing migrations",
+    "lb_taken_leader_dst": "leader-on-destination takes",
+    "lb_skipped_leader_src": "leader-on-source skips",
+}
+MECHANISM_LABELS = {
+    "run_delay_ms_per_thread": "run-queue wait per thread (ms)",
+    gates.PICKED_NONE_SHARE: "cross-node passes that moved nothing (share)",
+    "remote_ratio": "remote ratio",
+    gates.XNODE_BALANCE: "cross-node balancing migrations",
+    "cross_node_migrations": "cross-node migrations, all causes",
+}
+
+
+def _gate_rule_text() -> str:
+    regime = " and ".join(f"{m} >= {low:g}" for m, low in gates.REGIME.items())
+    leader = " and ".join(f"{m} > 0" for m in gates.LEADER)
+    return (
+        f"regime (every policy): {regime}; mechanism: {', '.join(gates.XNODE_POLICIES)} at "
+        f"least {gates.MIN_XNODE} cross-node balancing migrations ({' + '.join(gates.XNODE)}), "
+        f"{', '.join(gates.LEADER_POLICIES)}: {leader}; a run that is not done, or whose "
+        "value was not measured, fails the gate"
+    )
+
+
+def _cfg_key(v: verdict.Verdict) -> tuple[Any, ...]:
+    """A verdict's configuration as gates.run_table's cfg (same column order)."""
+    return tuple(v.config.values())
+
+
+def _policy_order(g: pd.DataFrame, labels: dict[tuple[Any, ...], str]) -> pd.DataFrame:
+    """@g's rows of the configurations in @labels, in their order, then by
+    policy (plots.order_policies), NUMA balancing and repeat."""
+    keys = list(labels)
+    mine = g[[c in labels for c in g["cfg"]]]
+    order = plots.order_policies(sorted(set(mine["policy"].astype(str))))
+    reps = mine["repeat"] if "repeat" in mine.columns else pd.Series(0, index=mine.index)
+    rank = [
+        (keys.index(c), order.index(str(p)), int(nb), -1 if r is None or r != r else int(r))
+        for c, p, nb, r in zip(mine["cfg"], mine["policy"], mine["numa_balancing"], reps,
+                               strict=True)
+    ]  # fmt: skip
+    return mine.iloc[sorted(range(len(mine)), key=rank.__getitem__)]
+
+
+COUNT_VALUES = (gates.XNODE_BALANCE, *gates.LEADER, "cross_node_migrations")
+
+
+def _value(metric: str, v: float) -> str:
+    """A gate or mechanism value; counts (and their medians) without decimals
+    unless they have some."""
+    if metric in COUNT_VALUES and math.isfinite(v) and v.is_integer():
+        return str(int(v))
+    return _fmt(v)
+
+
+def _policy_label(policy: str, nb: int) -> str:
+    usual = 1 if policy == verdict.AUTONUMA else verdict.NUMA_BALANCING
+    return policy if nb == usual else f"{policy} nb={nb}"
+
+
+def gate_table(g: pd.DataFrame, labels: dict[tuple[Any, ...], str]) -> Table:
+    """Per configuration and policy, from gates.run_gates @g: the runs, those
+    not done, those passing each gate, and the gate values' medians."""
+    summ = _policy_order(gates.summary(g), labels)
+    vals = list(GATE_VALUE_LABELS)
+    rows = [
+        [labels[r["cfg"]], _policy_label(str(r["policy"]), int(r["numa_balancing"])),
+         int(r["runs"]), int(r["runs"] - r["done"]), int(r["regime"]),
+         "–" if not gates.has_mechanism_gate(str(r["policy"])) else int(r["mechanism"]),
+         *[_value(m, float(r[m])) for m in vals]]
+        for _, r in summ.iterrows()
+    ]  # fmt: skip
+    return Table(
+        ["configuration", "policy", "runs", "not done", "regime passed", "mechanism passed",
+         *[f"{GATE_VALUE_LABELS[m]} (median)" for m in vals]],
+        rows,
+        "The per-run gates, pre-registered in findings/2026-11-28-verdict-pilot/PLAN.md "
+        f"({_gate_rule_text()}): per policy the runs, those not done, those passing each gate "
+        "(–: the policy has no mechanism gate), and the medians over the done runs of the "
+        "gate values (–: not measured). No run is dropped for failing a gate",
+    )  # fmt: skip
+
+
+def _fails(r: Any) -> str:
+    failed = [name for name, ok in (("regime", r["regime_ok"]), ("mechanism", r["mechanism_ok"]))
+              if ok is not None and not bool(ok)]  # fmt: skip
+    return " and ".join(failed)
+
+
+def failing_runs_table(g: pd.DataFrame, labels: dict[tuple[Any, ...], str]) -> Table | str:
+    """The runs of @g (gates.run_gates) that fail a gate, with their values
+    (at most GATE_MAX_LISTED), or a sentence when none does."""
+    mine = _policy_order(g, labels)
+    bad = mine[[_fails(r) != "" for _, r in mine.iterrows()]]
+    if bad.empty:
+        return f"All {len(mine)} runs pass every gate that applies to them."
+    vals = list(GATE_VALUE_LABELS)
+    shown = bad.head(GATE_MAX_LISTED)
+    rows = [
+        [labels[r["cfg"]], _policy_label(str(r["policy"]), int(r["numa_balancing"])),
+         r["repeat"], str(r["run_id"])[:16], r["state"], _fails(r),
+         *[_value(m, float(r[m])) for m in vals]]
+        for _, r in shown.iterrows()
+    ]  # fmt: skip
+    return Table(
+        ["configuration", "policy", "repeat", "run", "state", "fails",
+         *[GATE_VALUE_LABELS[m] for m in vals]],
+        rows,
+        f"The runs failing a gate: {len(bad)} of {len(mine)}"
+        + (f", the first {len(shown)} listed" if len(shown) < len(bad) else "")
+        + "; their values (–: not measured). They stay in every contrast above",
+    )  # fmt: skip
+
+
+def mechanism_table(g: pd.DataFrame, labels: dict[tuple[Any, ...], str]) -> Table:
+    """Per configuration and policy, the medians over the done runs of @g
+    (gates.run_gates) of gates.MECHANISM."""
+    summ = _policy_order(gates.summary(g), labels)
+    rows = [
+        [labels[r["cfg"]], _policy_label(str(r["policy"]), int(r["numa_balancing"])),
+         int(r["done"]), *[_value(m, float(r[m])) for m in gates.MECHANISM]]
+        for _, r in summ.iterrows()
+    ]  # fmt: skip
+    return Table(
+        ["configuration", "policy", "done runs", *[MECHANISM_LABELS[m] for m in gates.MECHANISM]],
+        rows,
+        "The mechanism per policy: medians over the done runs of each run's value for the mix "
+        "(–: not measured). Run-queue wait: the mean over the programs' threads of the time "
+        "each waited on a run queue (run_delay_ms_per_thread); passes that moved nothing: "
+        "lb_picked_none / lb_attempts, the policy's cross-node balance passes that moved no "
+        "task (all tasks of the guest); remote ratio: demand requests served by another "
+        "socket's directory (gem5); cross-node balancing migrations: "
+        f"{' + '.join(gates.XNODE)}; all causes: cross_node_migrations (the programs' threads "
+        "across nodes, wake-up placement and NUMA balancing included)",
+    )  # fmt: skip
+
+
+def program_table(shown: list[tuple[str, verdict.Verdict]]) -> Table | None:
+    """The primary contrast per program of the mix, per configuration."""
+    rows = [
+        [lab, prog, c.n, f"{verdict.pct(c.mean):+.2f} %",
+         _pct_interval(c.lo, c.hi) if c.n >= 2 else "–"]
+        for lab, v in shown
+        for prog, c in v.programs.items()
+    ]  # fmt: skip
+    if not rows:
+        return None
+    pol, base = verdict.POLICY, verdict.BASELINE
+    return Table(
+        ["configuration", "program", "pairs", f"{pol} vs {base}", "95 % CI"],
+        rows,
+        f"Improvement of {pol} over {base} per program (exploratory): the mean over the "
+        f"repeats of the program's ln(t_{base} / t_{pol}), as (exp(x) − 1) × 100 %, with its "
+        "95 % t interval where 2 or more repeats pair it (no interval: the repeats are "
+        "identical); not adjusted for the number of programs",
+    )  # fmt: skip
+
+
+def _fidelity(shown: list[tuple[str, verdict.Verdict]]) -> str | None:
+    """The fidelity caveats of the gem5 configurations: the model's are in the
+    report's head (backends.GEM5_CAVEAT); the ROI CPU model is said here."""
+    gem5 = [v for _, v in shown if v.config.get("backend") == "gem5"]
+    if not gem5:
+        return None
+    cpus = sorted({str(v.config.get("cpu_roi") or "timing") for v in gem5})
+    names = {"timing": "the in-order TimingSimpleCPU, not the out-of-order O3 core",
+             "o3": "the out-of-order O3 core"}  # fmt: skip
+    return (
+        "Fidelity caveats: the gem5 model's (no shared L3, L1/L2 exclusive, 3-hop owner "
+        "forwarding) are stated at the head of this report and hold for every number here; "
+        "the ROI ran on " + "; ".join(names.get(c, c) for c in cpus) + "."
+    )
+
+
+def verdict_beside(
+    metrics: pd.DataFrame, runs: pd.DataFrame | None, shown: list[tuple[str, verdict.Verdict]]
+) -> list[Table | str]:
+    """What the report carries beside the verdict of the configurations
+    @shown (label, Verdict): the gates per run counted per policy, the runs
+    failing one, the mechanism per policy, the improvement per program and
+    the fidelity caveats. Every run of these configurations counts."""
+    labels = {_cfg_key(v): lab for lab, v in shown}
+    g = gates.run_gates(metrics, runs)
+    out: list[Table | str] = [
+        "Beside the result: the per-run gates, the mechanism and the improvement per program "
+        f"of the {len(shown)} configuration{'' if len(shown) == 1 else 's'} above."
+    ]
+    out += [gate_table(g, labels), failing_runs_table(g, labels), mechanism_table(g, labels)]
+    prog = program_table(shown)
+    if prog is not None:
+        out.append(prog)
+    fid = _fidelity(shown)
+    if fid is not None:
+        out.append(fid)
+    return out
 
 
 # What the guest kernel did, the headline of a QEMU report (its times are not

@@ -18,14 +18,17 @@ interval on the per-run mean over programs of ln(t). Secondary contrasts:
 every other policy against ``default`` (same endpoint; ``autonuma`` against
 default with balancing off, as metrics.add_speedup pairs it), paired t-test
 p-values Holm-adjusted within the family and intervals at the Bonferroni
-level 1 - 0.05/m.
+level 1 - 0.05/m. Per program (exploratory, beside the result): the mean
+over the repeats of the program's ln(t_baseline / t_policy) for the primary
+arm, with its own 95 % t interval, unadjusted for the number of programs.
 
 Each configuration is computed on its own (one ``Verdict`` per configuration
 with both arms); ``primary`` marks those at the pre-registered machine,
 NUMA factor 1.6 (not on QEMU, whose times are host time under TCG). Whether
 any of it is confirmatory is not for this code to say: that needs a
 pre-registration committed before the runs (findings/<name>/PREREGISTRATION.md).
-Plain dataclasses and frames; the report's section is sections.verdict_section.
+Plain dataclasses and frames; the report's section is sections.verdict_section,
+which reports the per-run gates and the mechanism beside the result (gates.py).
 """
 
 from __future__ import annotations
@@ -116,6 +119,8 @@ class Verdict:
     welch: Welch | None
     secondary: tuple[Contrast, ...]
     runs: int  # runs of the configuration with program times
+    # the primary contrast per program (exploratory: no adjustment for the m programs)
+    programs: dict[str, Contrast] = field(default_factory=dict)
 
     @property
     def bonferroni_level(self) -> float:
@@ -132,6 +137,15 @@ def _missing(v: Any) -> bool:
     return v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v))
 
 
+def config_keys(frame: pd.DataFrame, cols: Sequence[str]) -> list[tuple[Any, ...]]:
+    """Each row's configuration as a tuple of @cols (a Verdict's config in
+    that order), missing values as None; a column @frame lacks is None."""
+    n = len(frame)
+    vals = [frame[c].astype(object) if c in frame.columns else [None] * n for c in cols]
+    rows = zip(*vals, strict=True) if cols else [()] * n
+    return [tuple(None if _missing(v) else v for v in t) for t in rows]
+
+
 def program_times(metrics: pd.DataFrame) -> pd.DataFrame:
     """The programs' ln(elapsed) per run: columns cfg (a tuple of the
     configuration columns, missing values as None), cfg_id (its number),
@@ -142,10 +156,8 @@ def program_times(metrics: pd.DataFrame) -> pd.DataFrame:
         & (metrics["metric"].astype(str) == "elapsed_s")
     ]
     p = p[p["value"].notna() & (p["value"] > 0)]
-    cols = config_cols(metrics)
-    cfg = zip(*(p[c].astype(object) for c in cols), strict=True) if cols else [()] * len(p)
     nb = p["numa_balancing"] if "numa_balancing" in p.columns else pd.Series(0, index=p.index)
-    tuples = pd.Series([tuple(None if _missing(v) else v for v in t) for t in cfg], dtype=object)
+    tuples = pd.Series(config_keys(p, config_cols(metrics)), dtype=object)
     return pd.DataFrame(
         {
             "cfg": tuples.to_numpy(),
@@ -169,13 +181,12 @@ def _baseline_nb(policy: str, nb: int) -> int:
 
 
 # ------------------------------------------------------------------ statistics
-def pairs(t: pd.DataFrame) -> pd.DataFrame:
-    """d_r of every arm of every configuration against the baseline, from
-    program_times @t: one row per cfg_id, policy, numa_balancing, base_nb
-    (the baseline's balancing) and repeat, with d (the mean over the
-    programs both runs have of ln(t_baseline / t_policy)) and programs (how
-    many). Two runs of one point and repeat (two sweeps) are averaged per
-    program first."""
+def program_pairs(t: pd.DataFrame) -> pd.DataFrame:
+    """Every program's ln(t_baseline / t_policy) (column diff) per arm and
+    repeat, from program_times @t: one row per cfg_id, policy,
+    numa_balancing, base_nb (the baseline's balancing), repeat and program
+    that both runs have. Two runs of one point and repeat (two sweeps) are
+    averaged per program first."""
     keys = ["cfg_id", "policy", "numa_balancing", "repeat", "program"]
     g = t.groupby(keys, sort=False)["log_t"].mean().reset_index()
     is_base = g["policy"] == BASELINE
@@ -186,8 +197,32 @@ def pairs(t: pd.DataFrame) -> pd.DataFrame:
                                                               strict=True)]  # fmt: skip
     m = arms.merge(base, on=["cfg_id", "base_nb", "repeat", "program"], how="inner")
     m["diff"] = m["log_base"] - m["log_t"]
-    out = m.groupby(["cfg_id", "policy", "numa_balancing", "base_nb", "repeat"], sort=True)
+    return m[["cfg_id", "policy", "numa_balancing", "base_nb", "repeat", "program", "diff"]]
+
+
+def pairs(t: pd.DataFrame) -> pd.DataFrame:
+    """d_r of every arm of every configuration against the baseline, from
+    program_times @t: one row per cfg_id, policy, numa_balancing, base_nb
+    (the baseline's balancing) and repeat, with d (the mean over the
+    programs both runs have of ln(t_baseline / t_policy)) and programs (how
+    many). Two runs of one point and repeat (two sweeps) are averaged per
+    program first."""
+    return _mean_over_programs(program_pairs(t))
+
+
+def _mean_over_programs(pp: pd.DataFrame) -> pd.DataFrame:
+    out = pp.groupby(["cfg_id", "policy", "numa_balancing", "base_nb", "repeat"], sort=True)
     return out["diff"].agg(d="mean", programs="size").reset_index()
+
+
+def by_program(pp: pd.DataFrame) -> dict[str, Contrast]:
+    """One arm's contrast per program, from its program_pairs rows @pp: the
+    mean over the repeats of the program's ln(t_baseline / t_policy) with
+    its 95 % t interval (none with fewer than 2 repeats or no spread), in
+    the order of the program names."""
+    rows = pp.rename(columns={"diff": "d"}).assign(programs=1)
+    return {str(prog): paired(g.sort_values("repeat"), LEVEL)
+            for prog, g in sorted(rows.groupby("program"), key=lambda x: str(x[0]))}  # fmt: skip
 
 
 def t_interval(x: Sequence[float], level: float) -> tuple[float, float, float, float]:
@@ -303,8 +338,11 @@ def verdicts(metrics: pd.DataFrame) -> list[Verdict]:
     order the configurations first appear in @metrics."""
     t = program_times(metrics)
     cols = config_cols(metrics)
+    pp = program_pairs(t)
     arms: dict[int, dict[tuple[str, int], pd.DataFrame]] = {}
-    for (cfg, pol, nb), rows in pairs(t).groupby(["cfg_id", "policy", "numa_balancing"]):
+    for (cfg, pol, nb), rows in _mean_over_programs(pp).groupby(
+        ["cfg_id", "policy", "numa_balancing"]
+    ):
         arms.setdefault(int(cfg), {})[(str(pol), int(nb))] = rows
     keys = t.drop_duplicates("cfg_id").set_index("cfg_id")["cfg"]
     out = []
@@ -325,6 +363,7 @@ def verdicts(metrics: pd.DataFrame) -> list[Verdict]:
                 welch(sub, int(cfg), POLICY, NUMA_BALANCING, NUMA_BALANCING),
                 secondary_family(others),
                 int(sub["run_id"].nunique()),
+                by_program(_arm(pp, int(cfg), POLICY, NUMA_BALANCING)),
             )
         )
     return out
