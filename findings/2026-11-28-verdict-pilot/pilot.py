@@ -50,12 +50,22 @@ def run_gates(metrics: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+# Rule 1's order, each amendment's mixes preferred one first (kernel placement
+# first: the paper's); the mixes of different amendments never share a frame.
+PREFERENCE = (
+    "verdict-b", "verdict-a",  # PLAN.md, amendment 1
+    "verdict-d", "verdict-c",  # amendment 2
+    "verdict-f", "verdict-e",  # amendment 3
+    "verdict-g", "verdict-h",  # amendment 4
+)  # fmt: skip
+
+
 def choose_mix(gates: pd.DataFrame) -> str | None:
-    """Rule 1: verdict-b if both its default and excl runs of repeat 100 pass
-    both gates, else verdict-a on the same test, else None (no sweep). One
-    thread count at a time (amendment 1: 8, then 12)."""
+    """Rule 1: the first mix of PREFERENCE whose default and excl runs of
+    repeat 100 both pass both gates, else None (no sweep). One thread count
+    at a time (amendment 1: 8, then 12)."""
     stage_a = gates[(gates["repeat"] == 100) & gates["policy"].isin(("default", "excl"))]
-    for mix in ("verdict-b", "verdict-a"):
+    for mix in PREFERENCE:
         g = stage_a[stage_a["mix"] == mix]
         if set(g["policy"]) == {"default", "excl"} and bool((g.regime_ok & g.mechanism_ok).all()):
             return mix
