@@ -4,6 +4,7 @@
     ./run_all.py --preset quick                      # = ./run_all.py run --preset quick
     ./run_all.py run SPEC.toml --set axes.threads=4,8 --executor slurm
     ./run_all.py run --preset paper --dry-run --executor slurm   # print the sbatch script
+    ./run_all.py run --preset finding --stage-only   # kernel, image, boot checkpoints; no run
     ./run_all.py status results/quick
     ./run_all.py report results/quick [more dirs...] [--out DIR]
     ./run_all.py report --frames findings/NAME/frames    # again, from a kept frame alone
@@ -196,6 +197,13 @@ def parser() -> argparse.ArgumentParser:
         "--dry-run",
         action="store_true",
         help="list the runs (and with --executor slurm print the script); run nothing",
+    )
+    r.add_argument(
+        "--stage-only",
+        action="store_true",
+        help="build the kernel and image and make the boot checkpoints the runs still to run "
+        "need (as the Slurm executor does before it submits), then stop: no run is started "
+        "or created",
     )
     r.add_argument("--rerun-failed", action="store_true", help="run failed/timed-out runs again")
     r.add_argument(
@@ -421,6 +429,7 @@ def main(argv: list[str] | None = None) -> int:
         executor=a.executor,
         jobs=a.jobs,
         dry_run=a.dry_run,
+        stage_only=a.stage_only,
         rerun_failed=a.rerun_failed,
         build=a.build,
         gem5=a.gem5,

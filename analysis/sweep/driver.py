@@ -65,6 +65,7 @@ class Options:
     executor: str = "local"
     jobs: int | None = None
     dry_run: bool = False
+    stage_only: bool = False  # --stage-only: build inputs and boot checkpoints, run nothing
     rerun_failed: bool = False
     build: bool = True
     gem5: str | None = None
@@ -323,6 +324,8 @@ def run_sweep(spec: Spec, opt: Options) -> int:
     plan = make_plan(runs, out, opt.rerun_failed, adopt=adopt)
     plan.notes.extend(kept.notes() if kept else [])
     _plan_summary(w, len(plan.to_run), plan.skipped, plan.notes)
+    if opt.stage_only:
+        return stage_only(spec, out, opt, plan, art)
 
     out.mkdir(parents=True, exist_ok=True)
     write_manifest(out, spec, backend, art, plan.run_ids, kept)
@@ -354,6 +357,24 @@ def run_sweep(spec: Spec, opt: Options) -> int:
             w(f"report failed: {type(e).__name__}: {e}\n")
             code = code or EXIT_FAILED_RUNS
     return code
+
+
+def stage_only(spec: Spec, out: Path, opt: Options, plan: Plan, art: bk.Artifacts) -> int:
+    """--stage-only: the stage step of a Slurm submission on any executor: every
+    input of the runs still to run checked here and their missing boot
+    checkpoints made (one after the other, gem5's output under <out>/stage),
+    and nothing run: no run directory is created, so the sweep's next
+    invocation runs them all, from the checkpoints made here."""
+    recs = [spec_record(spec, run, art) for run, _ in plan.to_run]
+    try:
+        bk.stage_runs(recs, opt.stream, out / "stage")
+    except (NotStaged, RuntimeError, OSError) as e:
+        opt.stream.write(f"error: staging failed: {e}\n")
+        return EXIT_PREREQ
+    opt.stream.write(
+        f"sweep {spec.name}: staged for {len(recs)} run(s); nothing run (--stage-only)\n"
+    )
+    return EXIT_OK
 
 
 def _plan_summary(w: Any, n_run: int, skipped: Counter, notes: list[str]) -> None:

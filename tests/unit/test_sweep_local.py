@@ -294,6 +294,30 @@ def test_dry_run_creates_nothing(tmp_path: Path, host_backend: None) -> None:
     assert not out.exists()
 
 
+def test_stage_only_checks_the_inputs_and_runs_nothing(
+    tmp_path: Path, host_backend: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "s"
+    # the fixture's kernel and image paths do not exist: a clear error, nothing made
+    code, text = run(out, stage_only=True)
+    assert code == sweep.EXIT_PREREQ, text
+    assert "error: staging failed: stage: kernel /nonexistent/bzImage does not exist" in text
+    assert not (out / "runs").exists()
+    kernel, image = tmp_path / "bzImage", tmp_path / "rootfs.img"
+    kernel.write_text("k")
+    image.write_text("i")
+    prov = Provenance("qemu", "kernel-test", "image-test", {"configs": "t"}, "host runner")
+    arts = bk.Artifacts(prov, {"kernel": str(kernel), "image": str(image)})
+    monkeypatch.setattr(bk, "prepare", lambda *a, **k: arts)
+    code, text = run(out, stage_only=True)
+    assert code == 0, text
+    assert "stage: 2 run(s) read 2 input file(s), all present" in text
+    assert "staged for 2 run(s); nothing run (--stage-only)" in text
+    assert not (out / "runs").exists()  # no run directory: the next invocation runs them all
+    code, text = run(out)
+    assert code == 0 and "to run: 2" in text, text
+
+
 def test_run_dirs_are_created_just_before_their_run(
     tmp_path: Path, host_backend: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
