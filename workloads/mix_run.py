@@ -21,6 +21,7 @@ import tarfile
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
+import mix_interrupts
 import mix_schedstat
 import parsec_catalog
 from mix_handback import Writer, collect_outputs, complete_records
@@ -74,6 +75,7 @@ def run_mix(
     roi: Optional[List[str]] = None,
     schedstat: str = mix_schedstat.SCHEDSTAT,
     prestart: Optional[Dict[str, float]] = None,
+    interrupts: str = mix_interrupts.INTERRUPTS,
 ) -> int:
     """ROI: when given (``[M5, OPTIONS..., ID]``), ``M5 OPTIONS workbegin|workend
     ID 0`` run right before
@@ -207,7 +209,7 @@ def run_mix(
 
     # 4. start everything together: each program is forked and blocked on its
     #    own gate pipe before exec; the runner opens the gates (seeded offsets)
-    status = run_programs(plans, job, outdir, cpu_node, errors, roi, schedstat)
+    status = run_programs(plans, job, outdir, cpu_node, errors, roi, schedstat, interrupts)
     by_index = {rec["index"]: rec for rec in status["programs"]}
     for p in plans:
         if p.get("installed"):
@@ -274,6 +276,8 @@ def run_mix(
             "sched_numa_lb_stats": lb_rec,
             # domain deltas over the whole run; per-CPU deltas over the ROI
             "schedstat": dict(mix_schedstat.record(ss0, ss1, ss_names), cpu=status["sched_cpu"]),
+            # per-CPU interrupt counts over the same windows (mix_interrupts)
+            "interrupts": status["interrupts"],
             "samples": status["samples"],
             "roi": status["roi"],
             "start_jitter": status["start_jitter"],
@@ -396,6 +400,7 @@ def open_gates(gates: List[Tuple[int, int]], offsets: Dict[int, float], t0: floa
 def run_programs(
     plans: List[Dict], job: Dict[str, Any], outdir: str, cpu_node: Dict[int, int],
     errors: List[str], roi: Optional[List[str]] = None, schedstat: Optional[str] = None,
+    interrupts: Optional[str] = None,
 ) -> Dict[str, Any]:  # fmt: skip
     gates = []  # type: List[Tuple[int, int]]  # (program index, gate write end)
     procs = {}  # type: Dict[int, Dict[str, Any]]  # pid -> state
@@ -483,7 +488,10 @@ def run_programs(
     # the first program has ended closes the "all running" window.
     ss_path = schedstat or ""
     ss_begin = mix_schedstat.stamp(ss_path) if ss_path else None
+    irq_path = interrupts or ""
+    irq_begin = mix_interrupts.snapshot(irq_path) if irq_path else None
     ss_first = None  # type: Optional[Tuple[float, str]]
+    irq_first = None  # type: Optional[str]
     n_fg = _n_foreground(procs)
     t0 = time.monotonic()
     open_gates(gates, jitter["offsets_s"], t0)  # programs start now (seeded offsets)
@@ -506,6 +514,7 @@ def run_programs(
             _reap(procs, results, t0)
             if ss_begin is not None and ss_first is None and _n_foreground(procs) < n_fg:
                 ss_first = mix_schedstat.stamp(ss_path)
+                irq_first = mix_interrupts.snapshot(irq_path) if irq_begin is not None else None
             if not foreground():
                 break
             if deadline is not None and time.monotonic() >= deadline and not timed_out:
@@ -534,6 +543,7 @@ def run_programs(
     reaped = time.monotonic()
     elapsed = reaped - t0
     ss_end = mix_schedstat.stamp(ss_path) if ss_begin is not None else None
+    irq_end = mix_interrupts.snapshot(irq_path) if irq_begin is not None else None
     roi_rc["end"] = roi_mark(roi, "workend", errors)
     # where the guest time after the ROI goes (a gem5 run's hand-back phase):
     # CLOCK_MONOTONIC stamps, the same clock as the init's (status.json)
@@ -550,6 +560,7 @@ def run_programs(
         "start_jitter": jitter,
         "roi": roi_rc,
         "sched_cpu": sched_cpu_record(ss_begin, ss_first, ss_end, t0),
+        "interrupts": mix_interrupts.record(irq_begin, irq_first, irq_end),
         "monotonic_s": stamps,
     }
 

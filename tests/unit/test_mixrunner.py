@@ -991,6 +991,12 @@ def test_schedstat_cpu_windows_and_per_thread_run_delay(
         assert all(v == 0 for c in w["delta"].values() for v in c.values())
     progs = {p["name"]: p for p in by_type(recs, "program")}
     assert cpu["first_exit_s"] <= min(p["elapsed_s"] for p in progs.values()) + 0.05
+    # /proc/interrupts read at the same three points (this host's own, real)
+    irq = end["interrupts"]
+    assert irq["path"] == "/proc/interrupts"
+    assert irq["roi"]["status"] == irq["all_running"]["status"] == "present"
+    assert irq["begin_raw"].split()[0] == "CPU0" and irq["end_raw"] and irq["first_exit_raw"]
+    assert sum(irq["roi"]["delta"]["LOC"]) > 0  # the mix ran for a while: timer ticks
 
     tgs = by_type(recs, "thread_group")
     own = Path("/proc/self/schedstat").exists()
