@@ -222,7 +222,7 @@ def stage(
             present.append(key)
             continue
         w(f"stage: boot checkpoint {key} ({counts[key]} run(s)) missing: booting it here, "
-          f"once, before the array is submitted ({CHECKPOINT_TYPICAL})\n")  # fmt: skip
+          f"once, before any run starts ({CHECKPOINT_TYPICAL})\n")  # fmt: skip
         stream.flush()
         t0 = time.monotonic()
         assert make_checkpoint is not None
