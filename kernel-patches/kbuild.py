@@ -18,7 +18,9 @@ Everything heavy lives under the cache root ($NUMA_LB_CACHE, default
 Variants (VARIANTS): `release` (the series, kMLB on), `debug` (release +
 lockdep, KASAN, DEBUG_VM), `nokmlb` (the series with per-node RSS tracking
 compiled out: only excl and excl_base select) and `stock` (the same source and
-config fragments with no patch applied: the paper's unmodified kernel).
+config fragments with none of the study's patches: the paper's unmodified
+kernel; it applies only the platform patches listed in `platform`, which make
+the guest behave on gem5 as on hardware and change no scheduling decision).
 
 The build id hashes the source version, the series and the config fragments,
 so an artifact never goes stale; the object directory and ccache make a
@@ -54,6 +56,7 @@ sys.path.insert(0, str(HERE.parent))
 from analysis.progress import Heartbeat, run_condensed  # noqa: E402 - stdlib only
 
 SERIES_FILE = HERE / "series"
+PLATFORM_FILE = HERE / "platform"  # the series' patches that `stock` applies too
 CONFIG_DIR = HERE / "config"
 DEBIAN_TARBALL = Path("/usr/src/linux-source-6.1.tar.xz")
 
@@ -61,7 +64,7 @@ DEBIAN_TARBALL = Path("/usr/src/linux-source-6.1.tar.xz")
 @dataclass(frozen=True)
 class Variant:
     fragments: tuple[str, ...]  # config fragments, in merge order
-    patched: bool  # False: pristine source, none of the series
+    patched: bool  # False: pristine source + the platform patches only
 
 
 VARIANTS = {
@@ -163,13 +166,27 @@ def make_with_progress(cmd: list[str], doing: str, log_name: str, typical: str) 
         raise BuildError(f"{' '.join(cmd)} failed ({rc}); full output {logf}:\n{tail}")
 
 
-def series() -> list[Path]:
-    names = [
+def _names(listing: Path) -> list[str]:
+    return [
         ln.strip()
-        for ln in SERIES_FILE.read_text().splitlines()
+        for ln in listing.read_text().splitlines()
         if ln.strip() and not ln.lstrip().startswith("#")
     ]
-    return [HERE / n for n in names]
+
+
+def series() -> list[Path]:
+    return [HERE / n for n in _names(SERIES_FILE)]
+
+
+def platform_patches() -> list[Path]:
+    """The series' patches that correct the simulated platform, not the
+    scheduler (`platform`): every variant applies them, `stock` included, so
+    the unmodified kernel runs on the same machine as the patched one."""
+    names = _names(PLATFORM_FILE)
+    unknown = sorted(set(names) - set(_names(SERIES_FILE)))
+    if unknown:
+        raise BuildError(f"{PLATFORM_FILE.name} lists patches not in the series: {unknown}")
+    return [p for p in series() if p.name in names]
 
 
 def sha256_files(paths: list[Path], extra: str = "") -> str:
@@ -322,9 +339,10 @@ def config_fragments(variant: str) -> list[Path]:
 
 
 def variant_patches(variant: str) -> list[Path]:
-    """The patches a variant applies: the series, or none for `stock`."""
+    """The patches a variant applies: the series, or for `stock` the
+    platform patches only."""
     config_fragments(variant)  # validates the name
-    return series() if VARIANTS[variant].patched else []
+    return series() if VARIANTS[variant].patched else platform_patches()
 
 
 def fragment_symbols(fragments: list[Path]) -> dict[str, str]:
@@ -564,7 +582,7 @@ def bisect(variant: str, tarball: str | None, first: int = 1, last: int | None =
     names the first patch whose tree does not build.
     """
     if not VARIANTS[variant].patched:
-        raise BuildError(f"variant {variant} applies no patch: nothing to bisect")
+        raise BuildError(f"variant {variant} applies only the platform patches: nothing to bisect")
     patches = series()
     n = len(patches)
     last = n if last is None else last

@@ -131,6 +131,7 @@ class GuestRun:
     dmesg: list[str] = field(default_factory=list)
     policy_write: dict[str, str] = field(default_factory=dict)  # faultbench boots
     faultbench: list[dict[str, int]] = field(default_factory=list)
+    irq_rows: dict[str, list[int]] = field(default_factory=dict)  # /proc/interrupts
     done: bool = False
 
     def delta(self, policy: str) -> dict[str, int]:
@@ -155,7 +156,7 @@ class GuestRun:
 
 TAGGED = re.compile(
     r"(TOPO|KERNEL|SLAB|SYSCTL|ACCESS|POLICY|STATS_BEFORE|STATS_AFTER|STRESS|"
-    r"NUMABAL|DMESG|POLICYWRITE|FAULTBENCH|GUEST DONE)"
+    r"NUMABAL|DMESG|POLICYWRITE|FAULTBENCH|IRQROW|GUEST DONE)"
     r"( .*)?$"
 )
 
@@ -235,6 +236,9 @@ def parse_console(text: str) -> GuestRun:
         elif tag == "FAULTBENCH":
             kv = dict(w.split("=", 1) for w in rest.split() if "=" in w)
             run.faultbench.append({k: int(float(v)) for k, v in kv.items()})
+        elif tag == "IRQROW":
+            name, *counts = rest.split()
+            run.irq_rows[name] = [int(c) for c in counts if c.isdigit()]
         elif tag == "DMESG":
             run.dmesg.append(rest)
         elif tag == "GUEST DONE":
@@ -483,6 +487,23 @@ def crowd_problems(run: GuestRun, crowd: list[str]) -> list[str]:
     return bad
 
 
+def idle_hlt_problems(run: GuestRun, topo: Topology) -> list[str]:
+    """Patch 0025 steps over an idle HLT only when an interrupt was taken
+    between its STI and the HLT, which a CPU that models STI's interrupt
+    shadow (QEMU, hardware) never does: the HLT row is there, one 0 per CPU,
+    and the rescheduling IPIs it could have acted on did happen."""
+    ncpu = topo.ncpus
+    hlt, res = run.irq_rows.get("HLT"), run.irq_rows.get("RES")
+    if hlt is None or len(hlt) != ncpu:
+        return [f"/proc/interrupts HLT row: {hlt} (want {ncpu} counts)"]
+    bad = []
+    if any(hlt):
+        bad.append(f"idle HLT stepped over under QEMU (STI shadow modelled): {hlt}")
+    if not res or sum(res) <= 0:
+        bad.append(f"no rescheduling IPIs counted (RES {res}): the HLT check saw no wake-up")
+    return bad
+
+
 def problems(
     run: GuestRun, policies: list[str], topo: Topology, crowd: list[str] | tuple[str, ...] = ()
 ) -> list[str]:
@@ -529,6 +550,7 @@ def problems(
     bad += accounting_problems(run)
     bad += migration_problems(run, policies)
     bad += crowd_problems(run, list(crowd))
+    bad += idle_hlt_problems(run, topo)
     if run.splats():
         bad.append("kernel splat:\n" + "\n".join(run.splats()[:40]))
     return bad

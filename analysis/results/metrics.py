@@ -125,6 +125,10 @@ sched_busy_fraction_all_running, sched_runnable_per_cpu_all_running  the same
                      counted only later (up to a timeslice per CPU, and each
                      queued task's current wait). sched_all_running_s: that
                      window's length.
+sched_stalled_cpus(_all_running)  CPUs whose schedstat sched_count did not move
+                     in the window while their run_delay grew: halted with
+                     tasks queued, which only a lost wake-up explains (gem5's
+                     idle HLT before kernel patch 0025). 0 in a valid run.
 run_delay_ms_per_thread  per program: the mean over its threads of the time each
                      waited on a run queue (run_delay of the thread's
                      /proc/.../schedstat, ms); mix: the mean over every thread
@@ -291,6 +295,10 @@ _M = [
         "sched_runnable_per_cpu_all_running", "", "runnable per CPU while all run (lower bound)", ""
     ),
     Metric("sched_all_running_s", "s", "time until the first program ended", ""),
+    Metric("sched_stalled_cpus", "", "CPUs halted with tasks queued (ROI)", "lower"),
+    Metric(
+        "sched_stalled_cpus_all_running", "", "CPUs halted with tasks queued while all run", "lower"
+    ),
     Metric("run_delay_ms_per_thread", "ms", "run-queue wait per thread (sampled)", "lower"),
     Metric("thread_refused_hot", "", "balancer refusals: cache-hot (worker threads)", ""),
     Metric("thread_refused_running", "", "balancer refusals: running (worker threads)", ""),
@@ -494,6 +502,13 @@ def schedstat_numa(rec: dict[str, Any]) -> dict[str, float]:
     return out
 
 
+def _stalled(c: dict[str, Any]) -> bool:
+    """A CPU that never called schedule() in a window while tasks waited on
+    its run queue: halted with work queued (the lost wake-up of gem5's idle
+    HLT before kernel patch 0025, findings/2026-11-28-idle-hlt)."""
+    return int(c.get("sched_count", 0)) == 0 and float(c.get("run_delay", 0)) > 0
+
+
 def sched_regime(rec: dict[str, Any]) -> dict[str, float]:
     """Busy fraction and runnable tasks per CPU from the per-CPU schedstat
     windows of the run_end "schedstat" record ("cpu": workloads/mix_run.py);
@@ -514,6 +529,7 @@ def sched_regime(rec: dict[str, Any]) -> dict[str, float]:
         denom = sec * 1e9 * len(d)
         out["sched_busy_fraction" + suffix] = busy / denom
         out["sched_runnable_per_cpu" + suffix] = (busy + wait) / denom
+        out["sched_stalled_cpus" + suffix] = float(sum(map(_stalled, d.values())))
         if key == "all_running":
             out["sched_all_running_s"] = sec
     return out

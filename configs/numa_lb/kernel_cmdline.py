@@ -49,7 +49,10 @@ def gem5_timing_args(clock_hz: int, kernel_hz: int = DEBIAN_HZ) -> list[str]:
         # MWAIT idle wakes on a write to the monitored line; gem5's atomic_noncaching
         # boot bypasses Ruby, so no such write is ever seen and a remote wake-up
         # (the scheduler skips the IPI for a CPU in mwait) waits for the next
-        # tick, which NO_HZ idle has stopped. HLT idle is woken by an IPI.
+        # tick, which NO_HZ idle has stopped. HLT idle is woken by an IPI; gem5
+        # has no STI interrupt shadow, so an IPI pending at the idle loop's
+        # "sti; hlt" is taken before the HLT, which kernel patch 0025 steps
+        # over as hardware would (else the CPU halts with work queued).
         "idle=halt",
         # gem5's TSCs all count the one simulated clock, but Linux assumes a
         # multi-socket non-Intel machine without CONSTANT_TSC is unsynchronized,

@@ -23,6 +23,7 @@ XNODE = ("migrations_balance_xnode", "migrations_active_balance_xnode")
 MIN_XNODE = 50
 LEADER = ("lb_taken_leader_dst", "lb_skipped_leader_src")
 LEADER_POLICIES = ("excl", "excl_ff", "mbplus_ff")
+STALLED = "sched_stalled_cpus_all_running"  # amendment 6's platform gate: == 0
 HALF_WIDTH = math.log(1.015)  # rule 3: 95 % interval half-width <= 1.5 points
 CHI2_020_4 = 1.649  # chi2 quantile 0.20 at 4 degrees of freedom (rule 3, 5 repeats)
 
@@ -43,6 +44,8 @@ def run_gates(metrics: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     for m in LEADER:
         leader &= out.get(m, pd.Series(math.nan, index=out.index)) > 0
     out["xnode_balance"] = xnode
+    out["stalled_cpus"] = out.get(STALLED, pd.Series(math.nan, index=out.index))
+    out["platform_ok"] = done & (out["stalled_cpus"] == 0)
     out["mechanism_ok"] = done & (
         ((out["policy"] == "default") & (xnode >= MIN_XNODE))
         | (out["policy"].isin(LEADER_POLICIES) & leader)
@@ -60,12 +63,14 @@ PREFERENCE = (
 )  # fmt: skip
 
 
-def choose_mix(gates: pd.DataFrame, amendment5: bool = True) -> str | None:
+def choose_mix(gates: pd.DataFrame, amendment5: bool = True, platform: bool = False) -> str | None:
     """Rule 1: the first mix of PREFERENCE whose runs of repeat 100 pass, else
     None (no sweep). Up to amendment 4 both the default and the excl run had
     to pass both gates (amendment5=False); amendment 5 (post hoc, PLAN.md):
-    the default run both gates, the excl run the mechanism gate. One thread
-    count at a time (amendment 1: 8, then 12)."""
+    the default run both gates, the excl run the mechanism gate; amendment 6
+    (@platform): and both runs the platform gate (no CPU halted with tasks
+    queued while all programs run). One thread count at a time (amendment
+    1: 8, then 12)."""
     stage_a = gates[(gates["repeat"] == 100) & gates["policy"].isin(("default", "excl"))]
     for mix in PREFERENCE:
         g = stage_a[stage_a["mix"] == mix]
@@ -75,6 +80,8 @@ def choose_mix(gates: pd.DataFrame, amendment5: bool = True) -> str | None:
         ok = bool((base.regime_ok & base.mechanism_ok).all()) and bool(excl.mechanism_ok.all())
         if not amendment5:
             ok = ok and bool(excl.regime_ok.all())
+        if platform:
+            ok = ok and bool(g.platform_ok.all())
         if ok:
             return mix
     return None
@@ -113,16 +120,19 @@ def main(frames: Path) -> int:
                 df[c] = df[c].astype(object)
     gates = run_gates(metrics, runs)
     cols = ["policy", "mix", "threads", "repeat", "state", *REGIME, "regime_ok", "xnode_balance",
-            *LEADER, "mechanism_ok"]  # fmt: skip
+            *LEADER, "mechanism_ok", "stalled_cpus", "platform_ok"]  # fmt: skip
     print("gates per run:")
     print(gates.reindex(columns=cols).sort_values(["threads", "mix", "policy"]).to_string())
     mix = None
     for t in sorted(set(gates["threads"])):
         as_planned = choose_mix(gates[gates["threads"] == t], amendment5=False)
-        mix = choose_mix(gates[gates["threads"] == t])
+        post_hoc = choose_mix(gates[gates["threads"] == t])
+        mix = choose_mix(gates[gates["threads"] == t], platform=True)
         print(f"\nrule 1 at {t} threads, up to amendment 4 (both runs both gates): "
               f"{as_planned or 'none qualifies'}")  # fmt: skip
         print(f"rule 1 at {t} threads, amendment 5 (post hoc: the regime on default): "
+              f"{post_hoc or 'none qualifies'}")  # fmt: skip
+        print(f"rule 1 at {t} threads, amendment 6 (and no stalled CPU, both runs): "
               f"{mix or 'none qualifies: no sweep on these mixes'}")  # fmt: skip
         if mix is not None:
             gates = gates[gates["threads"] == t]

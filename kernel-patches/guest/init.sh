@@ -14,6 +14,14 @@ arg() {
 		case "$word" in "$1="*) echo "${word#*=}" | tr , ' '; return ;; esac
 	done
 }
+# /proc/interrupts rows per CPU: HLT (idle HLTs stepped over, patch 0025,
+# in every variant) must stay 0 where STI's interrupt shadow is modelled,
+# while RES and LOC show the wake-ups it had the chance to act on.
+irq_rows() {
+	for r in HLT RES LOC; do
+		echo "IRQROW $r $(awk -v r="$r:" '$1 == r { for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) printf "%s ", $i }' /proc/interrupts)"
+	done
+}
 # Page-fault benchmark boot (qemu_check.py faultbench): nothing else runs,
 # and it needs no sysctl of ours, so the stock kernel boots it too.
 faultbench=$(arg numa_lb_test.faultbench)
@@ -36,6 +44,7 @@ if [ -n "$faultbench" ]; then
 			/bin/fault_bench "$t" "$(arg numa_lb_test.seconds)" "$r"
 		done
 	done
+	irq_rows
 	echo "GUEST DONE"
 	poweroff -f
 fi
@@ -141,6 +150,7 @@ if [ -w /proc/sys/kernel/numa_balancing ]; then
 fi
 
 echo "VMSTAT $(grep -E '^(numa_|pgmigrate)' /proc/vmstat | tr '\n' ' ')"
+irq_rows
 dmesg | sed 's/^/DMESG /'
 echo "GUEST DONE"
 poweroff -f

@@ -256,3 +256,9 @@ def test_crowd_larger_than_the_window_ends_every_pass(guest: qemu_check.GuestRun
             assert d["attempts"] > 0 and d["visited"] <= window * d["attempts"], (under, d)
             if phase == "pinned":  # nothing may move off CPU 0 but kernel threads
                 assert d["visited"] >= d["attempts"], (under, d)
+
+
+def test_idle_hlt_is_never_stepped_over_where_sti_shadows(guest: qemu_check.GuestRun) -> None:
+    # patch 0025: QEMU models STI's interrupt shadow, so no interrupt is
+    # ever taken on the idle HLT; gem5 v24 does not (findings/2026-11-28-idle-hlt)
+    assert qemu_check.idle_hlt_problems(guest, TOPO) == []

@@ -87,8 +87,11 @@ def test_bisect_builds_tolerate_symbols_a_later_patch_adds(tmp_path: Path) -> No
         kbuild.check_config(cfg, {"CONFIG_MM_NUMA_RSS": "y"}, partial_series=True)
 
 
-def test_stock_applies_no_patch_and_nokmlb_drops_only_the_rss_tracking() -> None:
-    assert kbuild.variant_patches("stock") == []
+def test_stock_applies_only_the_platform_patches_and_nokmlb_drops_only_the_rss_tracking() -> None:
+    platform = kbuild.variant_patches("stock")
+    assert [p.name[:4] for p in platform] == ["0025"]  # the idle-HLT step-over
+    assert all(p in kbuild.series() for p in platform)
+    assert "x86/idle" in platform[0].read_text()
     assert kbuild.variant_patches("release") == kbuild.series()
     assert kbuild.variant_patches("nokmlb") == kbuild.series()
     release = kbuild.fragment_symbols(kbuild.config_fragments("release"))
@@ -108,3 +111,14 @@ def test_stock_applies_no_patch_and_nokmlb_drops_only_the_rss_tracking() -> None
         kbuild.bisect("stock", None)
     with pytest.raises(kbuild.BuildError, match="unknown variant"):
         kbuild.variant_patches("vanilla")
+
+
+def test_a_platform_patch_outside_the_series_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    listing = tmp_path / "platform"
+    listing.write_text("# comment\n0099-not-in-the-series.patch\n")
+    monkeypatch.setattr(kbuild, "PLATFORM_FILE", listing)
+    with pytest.raises(kbuild.BuildError, match=r"not in the series: \['0099-not-in"):
+        kbuild.variant_patches("stock")
+    assert kbuild.variant_patches("release") == kbuild.series()  # unaffected

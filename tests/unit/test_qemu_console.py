@@ -219,3 +219,19 @@ def test_the_test_guest_skips_the_io_apic_timer_check() -> None:
     words = append.split()
     assert "no_timer_check" in words and words[-1] == "numa_lb_test.seconds=3"
     assert words[:2] == ["console=ttyS0", "panic=-1"]
+
+
+def test_idle_hlt_row_is_parsed_and_zero_under_qemu(run: qemu_check.GuestRun) -> None:
+    # patch 0025's /proc/interrupts row: QEMU models STI's shadow, so 0 on
+    # every CPU of the captured boot, while rescheduling IPIs did arrive
+    assert run.irq_rows["HLT"] == [0] * 8
+    assert min(run.irq_rows["RES"]) > 0 and min(run.irq_rows["LOC"]) > 0
+    assert qemu_check.idle_hlt_problems(run, guest_topology()) == []
+
+
+def test_a_stepped_over_or_missing_hlt_row_is_a_problem(run: qemu_check.GuestRun) -> None:
+    text = FIXTURE.read_text()
+    stepped = qemu_check.parse_console(text.replace("IRQROW HLT 0 0 0", "IRQROW HLT 0 3 0", 1))
+    assert "stepped over" in " ".join(qemu_check.idle_hlt_problems(stepped, guest_topology()))
+    missing = qemu_check.parse_console(text.replace("IRQROW HLT", "IRQROW XLT", 1))
+    assert "HLT row: None" in " ".join(qemu_check.idle_hlt_problems(missing, guest_topology()))

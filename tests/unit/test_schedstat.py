@@ -3,6 +3,7 @@ a QEMU guest of the release kernel (tests/fixtures/schedstat/README.md)."""
 
 from __future__ import annotations
 
+import copy
 import json
 import sys
 from pathlib import Path
@@ -199,3 +200,27 @@ def test_task_schedstat_lines() -> None:
     assert parse_task_schedstat("142100 23063283 2\n") == (142100, 23063283, 2)
     for bad in (None, "", "1 2", "1 2 3 4", "1 -2 3", "a b c"):
         assert parse_task_schedstat(bad) is None
+
+
+def _a4(policy: str) -> dict:
+    return json.loads((FIX / f"gem5-a4-{policy}-cpu-windows.json").read_text())["cpu"]
+
+
+def test_a_cpu_halted_with_tasks_queued_is_counted_stalled() -> None:
+    # stage A4's excl run under gem5: CPU 0 scheduled 0 times in the
+    # all-running window while 127 ms of wait built up on its run queue
+    excl = _a4("excl")
+    assert excl["all_running"]["delta"]["cpu0"]["sched_count"] == 0
+    m = sched_regime({"cpu": excl})
+    assert m["sched_stalled_cpus_all_running"] == 1
+    assert m["sched_stalled_cpus"] == 0  # over the whole ROI CPU 0 did schedule (72 times)
+    # the same mix under default: every CPU scheduled 158-201 times
+    assert sched_regime({"cpu": _a4("default")})["sched_stalled_cpus_all_running"] == 0
+
+
+def test_an_idle_cpu_with_nothing_queued_is_not_stalled() -> None:
+    w = copy.deepcopy(_a4("default")["all_running"])
+    w["delta"]["cpu3"].update(sched_count=0, run_delay=0, rq_cpu_time=0)
+    assert sched_regime({"cpu": {"all_running": w}})["sched_stalled_cpus_all_running"] == 0
+    w["delta"]["cpu3"]["run_delay"] = 1
+    assert sched_regime({"cpu": {"all_running": w}})["sched_stalled_cpus_all_running"] == 1
