@@ -15,8 +15,11 @@ holds these to):
   ``lb_skipped_leader_src > 0``. Any other policy (``excl_base``, which has
   no leader rules, ``stock``, ``autonuma``, ...) has no mechanism gate: None,
   neither passed nor failed;
-* a run that is not ``done`` fails both; so does a gate value that was not
-  measured (NaN compares false, as in pilot.py).
+* platform (every policy; amendment 6): ``sched_stalled_cpus_all_running
+  == 0``, no CPU halted with tasks queued while all programs run (gem5's
+  idle-HLT race, findings/2026-11-28-idle-hlt);
+* a run that is not ``done`` fails them all; so does a gate value that was
+  not measured (NaN compares false, as in pilot.py).
 
 Every run is kept: the gates are reported beside the result and never drop
 a run from a contrast. The mechanism counters (``MECHANISM``) are reported
@@ -39,6 +42,7 @@ XNODE_POLICIES = ("default",)
 LEADER = ("lb_taken_leader_dst", "lb_skipped_leader_src")  # each > 0
 PLAN_LEADER_POLICIES = ("excl", "excl_ff", "mbplus_ff")  # PLAN.md's list
 LEADER_POLICIES = (*PLAN_LEADER_POLICIES, "mbplus")  # mbplus: the same leader rules
+PLATFORM = "sched_stalled_cpus_all_running"  # == 0 (amendment 6)
 DONE = "done"
 
 XNODE_BALANCE = "xnode_balance"  # derived: the sum of XNODE
@@ -46,11 +50,11 @@ PICKED_NONE_SHARE = "picked_none_share"  # derived: lb_picked_none / lb_attempts
 # the mechanism beside the result, per run (mix rows); derived ones last
 MECHANISM = ("run_delay_ms_per_thread", PICKED_NONE_SHARE, "remote_ratio", XNODE_BALANCE,
              "cross_node_migrations")  # fmt: skip
-COUNTERS = (*REGIME, *XNODE, *LEADER, "run_delay_ms_per_thread", "lb_picked_none",
+COUNTERS = (*REGIME, *XNODE, *LEADER, PLATFORM, "run_delay_ms_per_thread", "lb_picked_none",
             "lb_attempts", "remote_ratio", "cross_node_migrations")  # fmt: skip
 RUN_COLS = ("run_id", "cfg", "policy", "numa_balancing", "repeat", "state")
 # the values summary() takes the median of
-VALUES = tuple(dict.fromkeys([*REGIME, XNODE_BALANCE, *LEADER, *MECHANISM]))
+VALUES = tuple(dict.fromkeys([*REGIME, XNODE_BALANCE, *LEADER, PLATFORM, *MECHANISM]))
 
 
 def _info(frame: pd.DataFrame, cols: Sequence[str], state: Any) -> pd.DataFrame:
@@ -105,14 +109,15 @@ def run_table(metrics: pd.DataFrame, runs: pd.DataFrame | None = None) -> pd.Dat
 
 def add_gates(t: pd.DataFrame) -> pd.DataFrame:
     """@t (run_table) with the derived columns XNODE_BALANCE and
-    PICKED_NONE_SHARE, regime_ok (bool) and mechanism_ok (True, False, or
-    None for a policy without a mechanism gate)."""
+    PICKED_NONE_SHARE, regime_ok and platform_ok (bool) and mechanism_ok
+    (True, False, or None for a policy without a mechanism gate)."""
     t = t.copy()
     done = t["state"] == DONE
     regime = done.copy()
     for metric, low in REGIME.items():
         regime &= t[metric] >= low
     t["regime_ok"] = regime.astype(bool)
+    t["platform_ok"] = (done & (t[PLATFORM] == 0)).astype(bool)
     t[XNODE_BALANCE] = t[list(XNODE)].sum(axis=1, min_count=len(XNODE))
     attempts = t["lb_attempts"].where(t["lb_attempts"] > 0)
     t[PICKED_NONE_SHARE] = t["lb_picked_none"] / attempts
@@ -142,7 +147,7 @@ def has_mechanism_gate(policy: str) -> bool:
 
 def summary(g: pd.DataFrame) -> pd.DataFrame:
     """Per cfg, policy and numa_balancing of run_gates @g: runs, done,
-    regime (runs passing it), mechanism (runs passing it; None without a
+    regime and platform (runs passing each), mechanism (runs passing it; None without a
     gate), and the medians over the done runs of REGIME, XNODE_BALANCE,
     LEADER and MECHANISM (NaN where no done run measured it)."""
     rows = []
@@ -153,6 +158,7 @@ def summary(g: pd.DataFrame) -> pd.DataFrame:
         mech = int(sum(x is True for x in sub["mechanism_ok"]))
         rows.append({"cfg": cfg, "policy": pol, "numa_balancing": int(nb), "runs": len(sub),
                      "done": len(done), "regime": int(sub["regime_ok"].sum()),
+                     "platform": int(sub["platform_ok"].sum()),
                      "mechanism": mech if has_mechanism_gate(str(pol)) else None,
                      **medians})  # fmt: skip
     return pd.DataFrame(rows)

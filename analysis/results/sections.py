@@ -515,6 +515,7 @@ GATE_VALUE_LABELS = {
     gates.XNODE_BALANCE: "cross-node balancing migrations",
     "lb_taken_leader_dst": "leader-on-destination takes",
     "lb_skipped_leader_src": "leader-on-source skips",
+    gates.PLATFORM: "CPUs halted with tasks queued while all run",
 }
 MECHANISM_LABELS = {
     "run_delay_ms_per_thread": "run-queue wait per thread (ms)",
@@ -531,7 +532,8 @@ def _gate_rule_text() -> str:
     return (
         f"regime (every policy): {regime}; mechanism: {', '.join(gates.XNODE_POLICIES)} at "
         f"least {gates.MIN_XNODE} cross-node balancing migrations ({' + '.join(gates.XNODE)}), "
-        f"{', '.join(gates.LEADER_POLICIES)}: {leader}; a run that is not done, or whose "
+        f"{', '.join(gates.LEADER_POLICIES)}: {leader}; platform (every policy, from "
+        f"amendment 6): {gates.PLATFORM} = 0; a run that is not done, or whose "
         "value was not measured, fails the gate"
     )
 
@@ -556,7 +558,7 @@ def _policy_order(g: pd.DataFrame, labels: dict[tuple[Any, ...], str]) -> pd.Dat
     return mine.iloc[sorted(range(len(mine)), key=rank.__getitem__)]
 
 
-COUNT_VALUES = (gates.XNODE_BALANCE, *gates.LEADER, "cross_node_migrations")
+COUNT_VALUES = (gates.XNODE_BALANCE, *gates.LEADER, gates.PLATFORM, "cross_node_migrations")
 
 
 def _value(metric: str, v: float) -> str:
@@ -581,11 +583,12 @@ def gate_table(g: pd.DataFrame, labels: dict[tuple[Any, ...], str]) -> Table:
         [labels[r["cfg"]], _policy_label(str(r["policy"]), int(r["numa_balancing"])),
          int(r["runs"]), int(r["runs"] - r["done"]), int(r["regime"]),
          "–" if not gates.has_mechanism_gate(str(r["policy"])) else int(r["mechanism"]),
-         *[_value(m, float(r[m])) for m in vals]]
+         int(r["platform"]), *[_value(m, float(r[m])) for m in vals]]
         for _, r in summ.iterrows()
     ]  # fmt: skip
     return Table(
         ["configuration", "policy", "runs", "not done", "regime passed", "mechanism passed",
+         "platform passed",
          *[f"{GATE_VALUE_LABELS[m]} (median)" for m in vals]],
         rows,
         "The per-run gates, pre-registered in findings/2026-11-28-verdict-pilot/PLAN.md "
@@ -596,7 +599,8 @@ def gate_table(g: pd.DataFrame, labels: dict[tuple[Any, ...], str]) -> Table:
 
 
 def _fails(r: Any) -> str:
-    failed = [name for name, ok in (("regime", r["regime_ok"]), ("mechanism", r["mechanism_ok"]))
+    failed = [name for name, ok in (("regime", r["regime_ok"]), ("mechanism", r["mechanism_ok"]),
+                                    ("platform", r["platform_ok"]))
               if ok is not None and not bool(ok)]  # fmt: skip
     return " and ".join(failed)
 

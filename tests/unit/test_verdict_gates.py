@@ -144,6 +144,7 @@ def test_the_gates_agree_with_pilot_py_on_every_kept_run(pilot: ModuleType, fram
     for run, t in theirs.iterrows():
         m = mine.loc[run]
         assert bool(m["regime_ok"]) == bool(t["regime_ok"]), run
+        assert bool(m["platform_ok"]) == bool(t["platform_ok"]), run
         if t["policy"] == "default" or t["policy"] in pilot.LEADER_POLICIES:
             assert m["mechanism_ok"] is bool(t["mechanism_ok"]), run
         elif t["policy"] != "mbplus":
@@ -151,6 +152,22 @@ def test_the_gates_agree_with_pilot_py_on_every_kept_run(pilot: ModuleType, fram
         for c in (*gates.REGIME, *gates.LEADER):  # pilot.py has no column for a counter absent
             assert m[c] == pytest.approx(t.get(c, math.nan), nan_ok=True), (run, c)
         assert m[gates.XNODE_BALANCE] == pytest.approx(t["xnode_balance"], nan_ok=True), run
+
+
+def test_the_platform_gate_wants_no_stalled_cpu(pilot: ModuleType, b192: Frames) -> None:
+    """Amendment 6: a run with a CPU halted while tasks waited on it fails,
+    one with none passes, one that did not measure it fails (b192 predates
+    the metric); pilot.py decides the same."""
+    metrics = _plain(b192.metrics)
+    ids = list(dict.fromkeys(metrics["run_id"]))[:3]
+    rows = metrics[(metrics["run_id"].isin(ids[:2])) & (metrics["entity_type"] == "mix")]
+    rows = rows.drop_duplicates("run_id").assign(metric=gates.PLATFORM)
+    rows["value"] = [0.0, 1.0]
+    with_metric = pd.concat([metrics, rows], ignore_index=True)
+    g = gates.run_gates(with_metric, b192.runs).set_index("run_id")
+    assert [bool(g.loc[r, "platform_ok"]) for r in ids] == [True, False, False]
+    t = pilot.run_gates(with_metric, _plain(b192.runs))
+    assert [bool(t.loc[r, "platform_ok"]) for r in ids] == [True, False, False]
 
 
 def test_mbplus_is_gated_by_the_leader_counters(b192: Frames) -> None:
@@ -204,7 +221,8 @@ def test_the_gate_table_counts_every_run_and_takes_medians(b192: Frames) -> None
     v = verdict.verdicts(b192.metrics)[0]
     assert sum(r[2] for r in t.rows) == v.runs == 27
     # b192 predates the regime counters: not measured, so no run passes
-    assert {r[4] for r in t.rows} == {0} and {r[6] for r in t.rows} == {"–"}
+    assert {r[4] for r in t.rows} == {0} and {r[7] for r in t.rows} == {"–"}
+    assert {r[6] for r in t.rows} == {0}  # nor the stalled-CPU count (platform gate)
     assert rows["default"][5] == 3 and rows["mbplus"][5] == 2 and rows["excl"][5] == 1
     assert rows["excl_base"][5] == "–" and rows["stock"][5] == "–"
     g = gates.run_gates(b192.metrics, b192.runs)
@@ -214,14 +232,16 @@ def test_the_gate_table_counts_every_run_and_takes_medians(b192: Frames) -> None
              + _mix_value(b192.metrics, r, "migrations_active_balance_xnode")
              for r in excl["run_id"]]  # fmt: skip
     assert sorted(xnode) == [14, 17, 20]
-    assert rows["excl"][8] == str(int(statistics.median(xnode)))
+    assert rows["excl"][9] == str(int(statistics.median(xnode)))
     skips = [_mix_value(b192.metrics, r, "lb_skipped_leader_src") for r in excl["run_id"]]
-    assert rows["excl"][10] == str(int(statistics.median(skips))) == "166"
+    assert rows["excl"][11] == str(int(statistics.median(skips))) == "166"
     # the primary contrast still has all three repeats: gate failures drop nothing
     assert v.contrast.n == 3 and v.decision == verdict.REFUTED
     failing = _table(s, "The runs failing a gate")
     assert "27 of 27" in failing.caption and len(failing.rows) == 27
-    assert sum(r[5] == "regime and mechanism" for r in failing.rows) == 3  # excl 2, mbplus 1
+    assert (
+        sum(r[5] == "regime and mechanism and platform" for r in failing.rows) == 3
+    )  # excl 2, mbplus 1
 
 
 def test_a_failed_run_stays_in_the_section(b192: Frames) -> None:
@@ -238,7 +258,7 @@ def test_a_failed_run_stays_in_the_section(b192: Frames) -> None:
     excl = [r for r in _table(s, "The per-run gates").rows if r[1] == "excl"]
     assert [r[2:6] for r in excl] == [[3, 1, 0, 1]]
     listed = [r for r in _table(s, "The runs failing a gate").rows if r[3] == run_id[:16]]
-    assert [r[4:6] for r in listed] == [["timeout", "regime and mechanism"]]
+    assert [r[4:6] for r in listed] == [["timeout", "regime and mechanism and platform"]]
 
 
 def test_the_mechanism_table_of_stage_a(stage_a: Frames) -> None:
@@ -327,7 +347,8 @@ def test_the_report_carries_gates_mechanism_and_caveats(tmp_path: Path) -> None:
     assert "are not checked in this section" not in sec
     assert "a run that fails a gate stays in every contrast" in sec
     assert (
-        "| gem5 4x2 f=1.6 lb3-block192 t=6 | excl | 3 | 0 | 0 | 1 | – | – | 17 | 0 | 166 |" in sec
+        "| gem5 4x2 f=1.6 lb3-block192 t=6 | excl | 3 | 0 | 0 | 1 | 0 | – | – | 17 | 0 | 166 |"
+        in sec
     )
     assert "*The mechanism per policy: medians over the done runs" in sec
     assert "| gem5 4x2 f=1.6 lb3-block192 t=6 | pft | 3 |" in sec
