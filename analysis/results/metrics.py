@@ -125,6 +125,12 @@ sched_busy_fraction_all_running, sched_runnable_per_cpu_all_running  the same
                      counted only later (up to a timeslice per CPU, and each
                      queued task's current wait). sched_all_running_s: that
                      window's length.
+idle_hlt_steps, resched_ipis, call_ipis, local_timer_irqs  the ROI's deltas of
+                     /proc/interrupts' HLT, RES, CAL and LOC rows summed over
+                     the CPUs (run_end "interrupts"). HLT: interrupts gem5 took
+                     between the idle loop's STI and HLT, each a wake-up that
+                     patch 0025 kept from being lost; absent on a kernel
+                     without the row.
 sched_stalled_cpus(_all_running)  CPUs whose schedstat sched_count did not move
                      in the window while their run_delay grew: halted with
                      tasks queued, which only a lost wake-up explains (gem5's
@@ -296,6 +302,10 @@ _M = [
     ),
     Metric("sched_all_running_s", "s", "time until the first program ended", ""),
     Metric("sched_stalled_cpus", "", "CPUs halted with tasks queued (ROI)", "lower"),
+    Metric("idle_hlt_steps", "", "idle HLTs stepped over (kernel patch 0025, ROI)", ""),
+    Metric("resched_ipis", "", "rescheduling IPIs received (ROI)", ""),
+    Metric("call_ipis", "", "function-call IPIs received (ROI)", ""),
+    Metric("local_timer_irqs", "", "local timer interrupts (ROI)", ""),
     Metric(
         "sched_stalled_cpus_all_running", "", "CPUs halted with tasks queued while all run", "lower"
     ),
@@ -375,6 +385,8 @@ def guest_metrics(g: GuestResults, mix: str) -> list[Row]:
     for k, v in schedstat_numa(end.get("schedstat") or {}).items():
         rows.append(("mix", mix, k, v))
     for k, v in sched_regime(end.get("schedstat") or {}).items():
+        rows.append(("mix", mix, k, v))
+    for k, v in interrupt_counts(end.get("interrupts") or {}).items():
         rows.append(("mix", mix, k, v))
     lb = end.get("sched_numa_lb_stats") or {}
     if lb.get("status") == "present":
@@ -499,6 +511,30 @@ def schedstat_numa(rec: dict[str, Any]) -> dict[str, float]:
         vals = [v for k, v in d.items() if k.startswith(prefix) and isinstance(v, int | float)]
         if vals:
             out[metric] = float(sum(vals))
+    return out
+
+
+# /proc/interrupts rows summed over the CPUs over the ROI, as metrics
+IRQ_ROWS = {"HLT": "idle_hlt_steps", "RES": "resched_ipis", "CAL": "call_ipis",
+            "LOC": "local_timer_irqs"}  # fmt: skip
+
+
+def interrupt_counts(rec: dict[str, Any]) -> dict[str, float]:
+    """The ROI's IRQ_ROWS from the run_end "interrupts" record
+    (workloads/mix_interrupts.py): a row whose counts did not move is 0 if
+    the kernel has it (its end text), absent if not (HLT before patch 0025);
+    {} without the record."""
+    w = rec.get("roi")
+    if not isinstance(w, dict) or w.get("status") != "present":
+        return {}
+    delta = w.get("delta") or {}
+    have = {ln.split(":", 1)[0].strip() for ln in str(rec.get("end_raw") or "").splitlines()}
+    out: dict[str, float] = {}
+    for row, metric in IRQ_ROWS.items():
+        if row in delta:
+            out[metric] = float(sum(delta[row]))
+        elif row in have:
+            out[metric] = 0.0
     return out
 
 

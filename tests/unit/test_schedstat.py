@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.results.metrics import sched_regime, schedstat_numa
+from analysis.results.metrics import interrupt_counts, sched_regime, schedstat_numa
 
 REPO = Path(__file__).resolve().parents[2]
 FIX = REPO / "tests" / "fixtures" / "schedstat"
@@ -224,3 +224,21 @@ def test_an_idle_cpu_with_nothing_queued_is_not_stalled() -> None:
     assert sched_regime({"cpu": {"all_running": w}})["sched_stalled_cpus_all_running"] == 0
     w["delta"]["cpu3"]["run_delay"] = 1
     assert sched_regime({"cpu": {"all_running": w}})["sched_stalled_cpus_all_running"] == 1
+
+
+def test_interrupt_counts_of_a_real_gem5_run() -> None:
+    rec = json.loads(
+        (REPO / "tests/fixtures/interrupts/gem5-verdict-h-excl-d4f5bea0.json").read_text()
+    )
+    m = interrupt_counts(rec)
+    roi = rec["roi"]["delta"]
+    assert m["resched_ipis"] == sum(roi["RES"]) == 21
+    assert m["call_ipis"] == sum(roi["CAL"]) and m["local_timer_irqs"] == sum(roi["LOC"])
+    assert "idle_hlt_steps" not in m  # kernel 0001-0024: no HLT row
+    # with patch 0025's row in the kernel but no step in the ROI: 0, not absent
+    with_row = dict(rec, end_raw=rec["end_raw"] + " HLT:  0 0 0 0 0 0 0 0   Idle HLTs\n")
+    assert interrupt_counts(with_row)["idle_hlt_steps"] == 0.0
+    stepped = copy.deepcopy(with_row)
+    stepped["roi"]["delta"]["HLT"] = [3, 0, 1, 0, 0, 0, 0, 2]
+    assert interrupt_counts(stepped)["idle_hlt_steps"] == 6
+    assert interrupt_counts({}) == {} and interrupt_counts({"roi": {"status": "absent"}}) == {}
