@@ -194,6 +194,10 @@ def guest_job(point: SweepPoint, rid: str) -> dict[str, Any]:
         "warmup_s": o["warmup_s"],
         "read_sched": o["read_sched"],
         "timeout_s": o["timeout_s"],
+        # the guest powers off after the hand-back (gem5 and QEMU alike), so
+        # nothing is put back: about 24 debugfs writes, 12 ms of a gem5 run's
+        # hand-back on the timing CPU (findings/2026-11-28-run-cost)
+        "restore_sysctls": False,
         "sched_domain": o.get("sched_domain"),
         **_numa_scan(o.get("numa_balancing_scan")),
         # absent unless asked: the run ids of sweeps without it stay

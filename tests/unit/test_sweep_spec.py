@@ -233,6 +233,9 @@ def test_guest_job_is_a_valid_mixrunner_job_and_autonuma_maps() -> None:
         else:
             assert (norm["policy"], norm["numa_balancing"]) == (p.policy, 0)
         assert norm["strict_policy"] is True
+        # the runner's default restores the sysctls (a run on a host); a guest
+        # powers off after the hand-back, so its job does not
+        assert norm["restore_sysctls"] is False
 
 
 def test_numa_balancing_is_an_explicit_axis_recorded_in_every_point() -> None:
