@@ -211,6 +211,40 @@ def test_excl_slower_is_refuted_and_a_wide_interval_is_undecided(b192: pd.DataFr
     assert wide.decision == verdict.UNDECIDED
 
 
+def test_a_gain_whose_interval_stays_below_three_percent_is_confirmed_smaller(
+    b192: pd.DataFrame,
+) -> None:
+    """Both one-sided tests reject: excl is faster (lo > 0) and not by +3 %
+    (hi < ln 1.03). Neither plain outcome says that, so the rule has its own."""
+    d = _d(b192, "excl")
+    want = {0: 0.010, 1: 0.012, 2: 0.014}
+    v = _only(verdict.verdicts(_scale(b192, "excl", {r: math.exp(d[r] - want[r]) for r in d})))
+    assert v.contrast.per_repeat == pytest.approx(want, abs=1e-12)
+    assert 0 < v.contrast.lo and v.contrast.hi < math.log(1.03)
+    assert v.decision == verdict.CONFIRMED_SMALL
+    # larger gains: the upper bound passes +3 %, plain confirmed
+    wide = {0: 0.022, 1: 0.025, 2: 0.028}
+    v = _only(verdict.verdicts(_scale(b192, "excl", {r: math.exp(d[r] - wide[r]) for r in d})))
+    assert 0 < v.contrast.lo and v.contrast.hi >= math.log(1.03)
+    assert v.decision == verdict.CONFIRMED
+
+
+def test_a_preregistered_family_is_exactly_the_arms_it_names(b192: pd.DataFrame) -> None:
+    """Arms outside the family leave it; a named arm without runs stays, with
+    no test, and counts in m (Holm and the Bonferroni level)."""
+    every = _only(verdict.verdicts(b192))
+    mb = next(c for c in every.secondary if c.policy == "mbplus")
+    v = _only(verdict.verdicts(b192, family=["mbplus", "imar"]))
+    assert [c.policy for c in v.secondary] == ["mbplus", "imar"]
+    got, none = v.secondary
+    assert got.per_repeat == pytest.approx(mb.per_repeat, abs=1e-12)
+    assert got.p == pytest.approx(mb.p) and got.p_holm == pytest.approx(min(1.0, 2 * mb.p))
+    assert got.level == pytest.approx(1 - 0.05 / 2) and v.bonferroni_level == got.level
+    assert none.n == 0 and math.isnan(none.p) and math.isnan(none.p_holm)
+    assert v.contrast == every.contrast and v.decision == every.decision
+    assert verdict.holm([0.01, math.nan], m=2) == pytest.approx([0.02, math.nan], nan_ok=True)
+
+
 def test_one_paired_repeat_gives_no_interval_and_no_verdict(b192: pd.DataFrame) -> None:
     m = b192[~((b192["policy"] == "excl") & (b192["repeat"] > 0))]
     v = _only(verdict.verdicts(m))
