@@ -25,7 +25,8 @@ LEADER = ("lb_taken_leader_dst", "lb_skipped_leader_src")
 LEADER_POLICIES = ("excl", "excl_ff", "mbplus_ff")
 STALLED = "sched_stalled_cpus_all_running"  # amendment 6's platform gate: == 0
 HALF_WIDTH = math.log(1.015)  # rule 3: 95 % interval half-width <= 1.5 points
-CHI2_020_4 = 1.649  # chi2 quantile 0.20 at 4 degrees of freedom (rule 3, 5 repeats)
+CHI2_020_4 = 1.649  # rule 3 as first written (5 repeats); amendment 7 uses the exact quantile
+BLOCK = 3  # amendment 7: n a multiple of the 3 boot checkpoints (repeat r restores r % 3)
 
 
 def run_gates(metrics: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
@@ -100,15 +101,18 @@ def endpoint(metrics: pd.DataFrame, mix: str, policy: str = "excl") -> pd.Series
     return (t["default"] / t[policy]).map(math.log).groupby(level="repeat").mean()
 
 
-def repeats_needed(sd: float, k: int) -> tuple[float, int]:
-    """Rule 3: s_U from the pilot's SD over k repeats, and the n it asks for."""
-    if k != 5:
-        raise ValueError(f"rule 3 is stated for the pilot's 5 repeats, got {k}")
-    s_u = sd * math.sqrt((k - 1) / CHI2_020_4)
+def repeats_needed(sd: float, k: int) -> tuple[float, int, int]:
+    """Rule 3 with amendment 7: s_U from the pilot's SD over its k paired
+    repeats (k >= 3; the chi-square's lower 0.20 quantile at k - 1 degrees
+    of freedom: a one-sided upper 80 % limit for sigma), the n rule 3 asks
+    for, and that n rounded up to a multiple of the 3 boot checkpoints."""
+    if k < 3:
+        raise ValueError(f"rule 3 needs at least 3 paired pilot repeats, got {k}")
+    s_u = sd * math.sqrt((k - 1) / float(stats.chi2.ppf(0.20, k - 1)))
     n = 5
     while stats.t.ppf(0.975, n - 1) * s_u / math.sqrt(n) > HALF_WIDTH:
         n += 1
-    return s_u, n
+    return s_u, n, -(-n // BLOCK) * BLOCK
 
 
 def main(frames: Path) -> int:
@@ -143,16 +147,22 @@ def main(frames: Path) -> int:
     d = endpoint(metrics, mix)
     print("\nrule 2, endpoint per repeat (mean ln(t_default/t_excl) over programs; exploratory):")
     print((d.map(math.expm1) * 100).round(2).to_string())
-    if len(d) == 5:
-        s_u, n = repeats_needed(float(d.std(ddof=1)), len(d))
-        print(f"rule 3: s = {d.std(ddof=1):.4f}, s_U = {s_u:.4f}, n = {n}")
+    if len(d) >= 3:
+        s_u, n, n3 = repeats_needed(float(d.std(ddof=1)), len(d))
+        print(f"rule 3 (amendment 7): {len(d)} paired repeats, s = {d.std(ddof=1):.4f}, "
+              f"s_U = {s_u:.4f}, n = {n}, rounded up to a multiple of {BLOCK}: {n3}")  # fmt: skip
     else:
-        print(f"rule 3: {len(d)} paired repeats, 5 needed")
+        print(f"rule 3: {len(d)} paired repeats, at least 3 needed")
     ff = gates[gates["mix"] == mix].groupby("policy")["lb_fallback_taken"].median()
     print(f"\nrule 4, median lb_fallback_taken: {ff.reindex(['excl_ff', 'mbplus_ff']).to_dict()}")
-    cost = runs[runs["state"] == "done"][["gem5_cpu_s", "checkpoint_cpu_s"]]
-    print(f"rule 5, gem5 CPU s a run: mean {cost['gem5_cpu_s'].mean():.0f}, "
-          f"max {cost['gem5_cpu_s'].max():.0f} ({len(cost)} runs)")  # fmt: skip
+    done = runs[(runs["state"] == "done") & (runs["mix"] == mix)]
+    if "threads" in done.columns:
+        done = done[done["threads"] == t]
+    cost = done["gem5_cpu_s"]
+    ckpt = runs.drop_duplicates("checkpoint_key")["checkpoint_cpu_s"].dropna()
+    print(f"rule 5, gem5 CPU s a run on {mix} (amendment 7: that mix's done runs): mean "
+          f"{cost.mean():.0f}, max {cost.max():.0f} ({len(cost)} runs); boot checkpoints: "
+          f"mean {ckpt.mean():.0f} CPU s ({len(ckpt)})")  # fmt: skip
     return 0
 
 
