@@ -1,0 +1,233 @@
+"""The verdict's pre-registered analysis (PREREGISTRATION.md, section 3-6).
+
+    python3 findings/2026-11-28-verdict/analyse.py FRAMES_DIR
+
+Run it from a worktree of the commit that put the pre-registration in force,
+on the frames `./run_all.py report` wrote from that worktree for the sweep's
+results directory and nothing else. It keeps exactly the runs of
+``runs.txt`` (the in-force spec's dry-run list), refuses a frame holding any
+other run, classifies what is missing with ``failures.txt`` (one line per
+run that is not done: ``RUN_ID host|guest EVIDENCE``), then prints the
+primary contrast and its decision after the pre-registered overrides, the
+Welch check, the secondary family (exactly PLAN.family, Holm) and, labelled
+exploratory, the per-program and per-checkpoint views.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+from scipy import stats
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE.parent / "2026-11-28-verdict-pilot"))
+
+from pilot import run_gates  # noqa: E402  (the pilot's gates, as pre-registered)
+
+from analysis.results import verdict  # noqa: E402
+
+MISSING_MAX = 0.10  # more than this share of the planned pairs missing: undecided
+GATE_FAIL_MAX = 0.20  # more than this share of default runs off the regime/mechanism: undecided
+BLOCKS = 3  # boot checkpoints: repeat r restores variant r % 3
+
+UNDECIDED_MISSING = "undecided (missing pairs)"
+UNDECIDED_GUEST = "undecided (a primary run failed in the guest)"
+UNDECIDED_REGIME = "undecided (the paper's regime not reached)"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the pre-registration fixes for the analysis."""
+
+    n: int  # planned repeats 0..n-1
+    family: tuple[str, ...]  # the secondary arms, in order
+    mix: str
+    runs_file: Path
+    failures_file: Path
+
+
+PLAN = Plan(
+    n=0,  # TBD(rule 3): set by the in-force commit
+    family=(),  # TBD(section 5): set by the in-force commit
+    mix="verdict-h",
+    runs_file=HERE / "runs.txt",
+    failures_file=HERE / "failures.txt",
+)
+
+
+class Refused(Exception):
+    """The input is not the pre-registered input: no analysis."""
+
+
+def _objects(df: pd.DataFrame) -> pd.DataFrame:
+    df = df.copy()
+    for c in df.columns:
+        if isinstance(df[c].dtype, pd.CategoricalDtype):
+            df[c] = df[c].astype(object)
+    return df
+
+
+def read_ids(path: Path) -> list[str]:
+    """The planned run ids: the first word of each non-comment line."""
+    ids = [ln.split()[0] for ln in path.read_text().splitlines()
+           if ln.strip() and not ln.lstrip().startswith("#")]  # fmt: skip
+    if len(set(ids)) != len(ids):
+        raise Refused(f"{path}: a run id is listed twice")
+    return ids
+
+
+def read_failures(path: Path) -> dict[str, str]:
+    """run id -> host|guest, from failures.txt (absent: none classified)."""
+    out: dict[str, str] = {}
+    if not path.exists():
+        return out
+    for ln in path.read_text().splitlines():
+        if not ln.strip() or ln.lstrip().startswith("#"):
+            continue
+        parts = ln.split(None, 2)
+        if len(parts) < 3 or parts[1] not in ("host", "guest"):
+            raise Refused(f"{path}: want 'RUN_ID host|guest EVIDENCE', got {ln!r}")
+        out[parts[0]] = parts[1]
+    return out
+
+
+def select(
+    metrics: pd.DataFrame, runs: pd.DataFrame, plan: Plan
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The planned runs of the frames, or Refused: a run that is not planned,
+    a planned repeat outside 0..n-1."""
+    planned = read_ids(plan.runs_file)
+    ids = set(runs["run_id"].astype(str))
+    extra = sorted(ids - set(planned))
+    if extra:
+        raise Refused(f"{len(extra)} run(s) in the frames are not in {plan.runs_file.name}: "
+                      f"{', '.join(i[:16] for i in extra[:5])}")  # fmt: skip
+    runs = runs[runs["run_id"].astype(str).isin(planned)]
+    bad = sorted(set(int(r) for r in runs["repeat"]) - set(range(plan.n)))
+    if bad:
+        raise Refused(f"repeats {bad} are outside the planned 0..{plan.n - 1}")
+    return metrics[metrics["run_id"].astype(str).isin(planned)], runs
+
+
+def missing_pairs(runs: pd.DataFrame, plan: Plan) -> dict[int, list[str]]:
+    """Per planned repeat, the primary runs (policy) that are absent or not done."""
+    mine = (runs["mix"] == plan.mix) & ((runs["numa_factor"] - verdict.NUMA_FACTOR).abs() < 1e-9)
+    done = runs[mine & (runs["state"] == "done")]
+    have = {(str(p), int(r)) for p, r in zip(done["policy"], done["repeat"], strict=True)}
+    out: dict[int, list[str]] = {}
+    for r in range(plan.n):
+        lost = [p for p in (verdict.BASELINE, verdict.POLICY) if (p, r) not in have]
+        if lost:
+            out[r] = lost
+    return out
+
+
+def block_view(c: verdict.Contrast) -> str:
+    """Exploratory: d_r's mean per boot checkpoint and a one-way F test."""
+    groups: dict[int, list[float]] = {}
+    for r, d in c.per_repeat.items():
+        groups.setdefault(r % BLOCKS, []).append(d)
+    parts = [f"checkpoint {k}: {verdict.pct(sum(v) / len(v)):+.2f} % (n={len(v)})"
+             for k, v in sorted(groups.items())]  # fmt: skip
+    usable = [v for v in groups.values() if len(v) >= 2]
+    if len(usable) >= 2:
+        f, p = stats.f_oneway(*usable)
+        parts.append(f"F = {f:.2f}, p = {p:.3g}")
+    return "; ".join(parts)
+
+
+def analyse(frames: Path, plan: Plan = PLAN) -> tuple[str, list[str]]:
+    """The decision and the lines to print."""
+    if plan.n < 2:
+        raise Refused("the plan has no n (the pre-registration is not in force)")
+    metrics = _objects(pd.read_parquet(frames / "metrics.parquet"))
+    runs = _objects(pd.read_parquet(frames / "runs.parquet"))
+    metrics, runs = select(metrics, runs, plan)
+    fails = read_failures(plan.failures_file)
+    lines: list[str] = []
+    not_done = runs[runs["state"] != "done"]
+    planned = set(read_ids(plan.runs_file))
+    absent = planned - set(runs["run_id"].astype(str))
+    unclassified = sorted((set(not_done["run_id"].astype(str)) | absent) - set(fails))
+    if unclassified:
+        short = ", ".join(i[:16] for i in unclassified[:5])
+        raise Refused(f"{len(unclassified)} planned run(s) not done and not in "
+                      f"{plan.failures_file.name}: {short}")  # fmt: skip
+    lines.append(f"runs: {len(planned)} planned, {len(runs) - len(not_done)} done, "
+                 f"{len(not_done) + len(absent)} not done")  # fmt: skip
+
+    vs = [v for v in verdict.verdicts(metrics, family=plan.family)
+          if v.primary and v.config.get("mix") == plan.mix]  # fmt: skip
+    if len(vs) != 1:
+        raise Refused(f"want one primary configuration on {plan.mix}, found {len(vs)}")
+    v = vs[0]
+    c = v.contrast
+    decision = v.decision
+    lines.append(f"primary: {verdict.POLICY} vs {verdict.BASELINE}, n = {c.n} paired repeats: "
+                 f"{verdict.pct(c.mean):+.2f} % [{verdict.pct(c.lo):+.2f}, "
+                 f"{verdict.pct(c.hi):+.2f}] (95 % t); rule: {v.decision}")  # fmt: skip
+    lines.append("programs per repeat: " + ", ".join(f"r{r}: {k}" for r, k in
+                                                     sorted(c.programs.items())))  # fmt: skip
+
+    # overrides, in the pre-registration's order
+    miss = missing_pairs(runs, plan)
+    guest = sorted({i for i in not_done["run_id"].astype(str) if fails.get(i) == "guest"}
+                   & set(runs[runs["policy"].isin([verdict.BASELINE, verdict.POLICY])]
+                         ["run_id"].astype(str)))  # fmt: skip
+    lines.append(f"missing primary pairs: {len(miss)} of {plan.n} "
+                 f"({', '.join(f'r{r}: {p}' for r, p in miss.items()) or 'none'})")  # fmt: skip
+    gates = run_gates(metrics, runs)
+    dflt = gates[(gates["policy"] == verdict.BASELINE) & (gates["state"] == "done")]
+    off = dflt[~(dflt["regime_ok"] & dflt["mechanism_ok"])]
+    lines.append(f"default runs off the regime or mechanism gate: {len(off)} of {len(dflt)}")
+    stalled = gates[gates["stalled_cpus"].fillna(0) > 0]
+    unmeasured = int(gates.loc[gates["state"] == "done", "stalled_cpus"].isna().sum())
+    note = f" ({unmeasured} done runs without the measure)" if unmeasured else ""
+    lines.append(f"runs with a stalled CPU (platform gate): {len(stalled)}{note}")
+    if guest:
+        decision = UNDECIDED_GUEST
+    elif len(miss) > MISSING_MAX * plan.n:
+        decision = UNDECIDED_MISSING
+    elif len(dflt) and len(off) > GATE_FAIL_MAX * len(dflt):
+        decision = UNDECIDED_REGIME
+    lines.append(f"DECISION: {decision}")
+
+    if v.welch is not None:
+        w = v.welch
+        lines.append(f"sensitivity (Welch, {w.df:.1f} df): {verdict.pct(w.mean):+.2f} % "
+                     f"[{verdict.pct(w.lo):+.2f}, {verdict.pct(w.hi):+.2f}]")  # fmt: skip
+    for s in v.secondary:
+        claim = ("differs from default" if math.isfinite(s.p_holm) and s.p_holm < 0.05
+                 else "no difference shown" if math.isfinite(s.p_holm) else "no test")  # fmt: skip
+        lines.append(f"secondary {s.policy}: n = {s.n}, {verdict.pct(s.mean):+.2f} % "
+                     f"[{verdict.pct(s.lo):+.2f}, {verdict.pct(s.hi):+.2f}] "
+                     f"({s.level * 100:.2f} %), p = {s.p:.3g}, Holm p = {s.p_holm:.3g}: "
+                     f"{claim}")  # fmt: skip
+    lines.append("exploratory, per boot checkpoint: " + block_view(c))
+    for prog, pc in v.programs.items():
+        lines.append(f"exploratory, {prog}: {verdict.pct(pc.mean):+.2f} % "
+                     f"[{verdict.pct(pc.lo):+.2f}, {verdict.pct(pc.hi):+.2f}]")  # fmt: skip
+    return decision, lines
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
+        return 2
+    try:
+        _, lines = analyse(Path(argv[0]))
+    except Refused as e:
+        print(f"refused: {e}", file=sys.stderr)
+        return 1
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

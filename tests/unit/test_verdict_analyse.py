@@ -1,0 +1,104 @@
+"""The verdict's pre-registered analysis script (findings/2026-11-28-verdict/
+analyse.py) on a kept frame from real gem5 runs (the b192 finding: 9 policies,
+3 repeats at f = 1.6): it refuses input that is not the planned input, and
+applies the pre-registration's overrides (missing pairs, a guest failure, the
+regime) to the rule's decision."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis.results import verdict
+
+ROOT = Path(__file__).resolve().parents[2]
+B192 = ROOT / "findings" / "2026-11-26-finding-b192" / "frames"
+_spec = importlib.util.spec_from_file_location(
+    "verdict_analyse", ROOT / "findings" / "2026-11-28-verdict" / "analyse.py"
+)
+assert _spec is not None and _spec.loader is not None
+an = importlib.util.module_from_spec(_spec)
+sys.modules["verdict_analyse"] = an  # dataclasses look their module up
+_spec.loader.exec_module(an)
+
+
+def _runs() -> pd.DataFrame:
+    return pd.read_parquet(B192 / "runs.parquet")
+
+
+def _plan(tmp: Path, ids: list[str], failures: str = "", n: int = 3) -> an.Plan:
+    (tmp / "runs.txt").write_text("# planned\n" + "\n".join(f"{i} x" for i in ids) + "\n")
+    (tmp / "failures.txt").write_text(failures)
+    return an.Plan(n, ("mbplus", "stock", "imar"), "lb3-block192", tmp / "runs.txt",
+                   tmp / "failures.txt")  # fmt: skip
+
+
+def _frames(tmp: Path, drop: str | None = None, state: str = "failed") -> Path:
+    """b192's frames, with run @drop marked @state and its metrics gone."""
+    out = tmp / "frames"
+    shutil.copytree(B192, out)
+    if drop is not None:
+        r = _runs()
+        r["state"] = r["state"].astype(object)
+        r.loc[r["run_id"] == drop, "state"] = state
+        r.to_parquet(out / "runs.parquet")
+        m = pd.read_parquet(B192 / "metrics.parquet")
+        m[m["run_id"] != drop].to_parquet(out / "metrics.parquet")
+    return out
+
+
+def _excl_run(repeat: int) -> str:
+    r = _runs()
+    sel = (r["policy"].astype(str) == "excl") & (r["repeat"] == repeat) & (r["numa_factor"] == 1.6)
+    return str(r.loc[sel, "run_id"].iloc[0])
+
+
+def test_the_rule_is_overridden_by_the_regime_the_runs_did_not_reach(tmp_path: Path) -> None:
+    """b192 ran 70 % idle: the rule says refuted, the regime override undecided."""
+    decision, lines = an.analyse(_frames(tmp_path), _plan(tmp_path, list(_runs()["run_id"])))
+    assert f"rule: {verdict.REFUTED}" in "\n".join(lines)
+    assert decision == an.UNDECIDED_REGIME
+    assert "missing primary pairs: 0 of 3 (none)" in lines
+    # b192 predates the platform measure: said so, not counted as a pass
+    assert "runs with a stalled CPU (platform gate): 0 (45 done runs without the measure)" in lines
+    fam = [ln for ln in lines if ln.startswith("secondary")]
+    assert [ln.split(":")[0] for ln in fam] == ["secondary mbplus", "secondary stock",
+                                                "secondary imar"]  # fmt: skip
+    assert fam[2].endswith("no test") and "(98.33 %)" in fam[0]  # m = 3 with imar absent
+
+
+def test_a_run_that_is_not_planned_refuses_the_analysis(tmp_path: Path) -> None:
+    ids = list(_runs()["run_id"])
+    with pytest.raises(an.Refused, match="not in runs.txt"):
+        an.analyse(_frames(tmp_path), _plan(tmp_path, ids[1:]))
+
+
+def test_a_repeat_outside_the_plan_refuses_the_analysis(tmp_path: Path) -> None:
+    with pytest.raises(an.Refused, match=r"repeats \[2\] are outside the planned 0..1"):
+        an.analyse(_frames(tmp_path), _plan(tmp_path, list(_runs()["run_id"]), n=2))
+
+
+def test_no_n_no_analysis(tmp_path: Path) -> None:
+    with pytest.raises(an.Refused, match="not in force"):
+        an.analyse(_frames(tmp_path), _plan(tmp_path, [], n=0))
+
+
+def test_a_failed_run_must_be_classified_then_counts_as_missing(tmp_path: Path) -> None:
+    lost = _excl_run(1)
+    frames = _frames(tmp_path, drop=lost)
+    ids = list(_runs()["run_id"])
+    with pytest.raises(an.Refused, match="not done and not in failures.txt"):
+        an.analyse(frames, _plan(tmp_path, ids))
+    decision, lines = an.analyse(frames, _plan(tmp_path, ids, f"{lost} host gem5 killed\n"))
+    assert (
+        decision == an.UNDECIDED_MISSING and "missing primary pairs: 1 of 3 (r1: ['excl'])" in lines
+    )
+    decision, _ = an.analyse(frames, _plan(tmp_path, ids, f"{lost} guest a program failed\n"))
+    assert decision == an.UNDECIDED_GUEST
+    with pytest.raises(an.Refused, match="host\\|guest"):
+        an.analyse(frames, _plan(tmp_path, ids, f"{lost} maybe\n"))
