@@ -73,9 +73,17 @@ def _objects(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+ID_LEN = 16  # the dry run's listing prints run ids to 16 hex digits
+
+
+def short(run_id: object) -> str:
+    return str(run_id)[:ID_LEN]
+
+
 def read_ids(path: Path) -> list[str]:
-    """The planned run ids: the first word of each non-comment line."""
-    ids = [ln.split()[0] for ln in path.read_text().splitlines()
+    """The planned run ids (16 hex digits): the first word of each
+    non-comment line, e.g. the lines of ``./run_all.py run SPEC --dry-run``."""
+    ids = [short(ln.split()[0]) for ln in path.read_text().splitlines()
            if ln.strip() and not ln.lstrip().startswith("#")]  # fmt: skip
     if len(set(ids)) != len(ids):
         raise Refused(f"{path}: a run id is listed twice")
@@ -93,7 +101,7 @@ def read_failures(path: Path) -> dict[str, str]:
         parts = ln.split(None, 2)
         if len(parts) < 3 or parts[1] not in ("host", "guest"):
             raise Refused(f"{path}: want 'RUN_ID host|guest EVIDENCE', got {ln!r}")
-        out[parts[0]] = parts[1]
+        out[short(parts[0])] = parts[1]
     return out
 
 
@@ -103,16 +111,16 @@ def select(
     """The planned runs of the frames, or Refused: a run that is not planned,
     a planned repeat outside 0..n-1."""
     planned = read_ids(plan.runs_file)
-    ids = set(runs["run_id"].astype(str))
+    ids = set(runs["run_id"].map(short))
     extra = sorted(ids - set(planned))
     if extra:
         raise Refused(f"{len(extra)} run(s) in the frames are not in {plan.runs_file.name}: "
                       f"{', '.join(i[:16] for i in extra[:5])}")  # fmt: skip
-    runs = runs[runs["run_id"].astype(str).isin(planned)]
+    runs = runs[runs["run_id"].map(short).isin(planned)]
     bad = sorted(set(int(r) for r in runs["repeat"]) - set(range(plan.n)))
     if bad:
         raise Refused(f"repeats {bad} are outside the planned 0..{plan.n - 1}")
-    return metrics[metrics["run_id"].astype(str).isin(planned)], runs
+    return metrics[metrics["run_id"].map(short).isin(planned)], runs
 
 
 def missing_pairs(runs: pd.DataFrame, plan: Plan) -> dict[int, list[str]]:
@@ -153,12 +161,12 @@ def analyse(frames: Path, plan: Plan = PLAN) -> tuple[str, list[str]]:
     lines: list[str] = []
     not_done = runs[runs["state"] != "done"]
     planned = set(read_ids(plan.runs_file))
-    absent = planned - set(runs["run_id"].astype(str))
-    unclassified = sorted((set(not_done["run_id"].astype(str)) | absent) - set(fails))
+    absent = planned - set(runs["run_id"].map(short))
+    unclassified = sorted((set(not_done["run_id"].map(short)) | absent) - set(fails))
     if unclassified:
-        short = ", ".join(i[:16] for i in unclassified[:5])
+        listed = ", ".join(unclassified[:5])
         raise Refused(f"{len(unclassified)} planned run(s) not done and not in "
-                      f"{plan.failures_file.name}: {short}")  # fmt: skip
+                      f"{plan.failures_file.name}: {listed}")  # fmt: skip
     lines.append(f"runs: {len(planned)} planned, {len(runs) - len(not_done)} done, "
                  f"{len(not_done) + len(absent)} not done")  # fmt: skip
 
@@ -177,9 +185,10 @@ def analyse(frames: Path, plan: Plan = PLAN) -> tuple[str, list[str]]:
 
     # overrides, in the pre-registration's order
     miss = missing_pairs(runs, plan)
-    guest = sorted({i for i in not_done["run_id"].astype(str) if fails.get(i) == "guest"}
-                   & set(runs[runs["policy"].isin([verdict.BASELINE, verdict.POLICY])]
-                         ["run_id"].astype(str)))  # fmt: skip
+    primary_ids = set(runs[runs["policy"].isin([verdict.BASELINE, verdict.POLICY])]["run_id"]
+                      .map(short))  # fmt: skip
+    guest = sorted(i for i in not_done["run_id"].map(short)
+                   if fails.get(i) == "guest" and i in primary_ids)  # fmt: skip
     lines.append(f"missing primary pairs: {len(miss)} of {plan.n} "
                  f"({', '.join(f'r{r}: {p}' for r, p in miss.items()) or 'none'})")  # fmt: skip
     gates = run_gates(metrics, runs)
