@@ -102,3 +102,37 @@ def test_a_failed_run_must_be_classified_then_counts_as_missing(tmp_path: Path) 
     assert decision == an.UNDECIDED_GUEST
     with pytest.raises(an.Refused, match="host\\|guest"):
         an.analyse(frames, _plan(tmp_path, ids, f"{lost} maybe\n"))
+
+
+_pspec = importlib.util.spec_from_file_location(
+    "verdict_plan", ROOT / "findings" / "2026-11-28-verdict" / "plan.py"
+)
+assert _pspec is not None and _pspec.loader is not None
+plan = importlib.util.module_from_spec(_pspec)
+sys.modules["verdict_plan"] = plan
+_pspec.loader.exec_module(plan)
+
+
+def test_the_plan_follows_rule_3_and_the_budget_rule_on_real_runs() -> None:
+    """b192's 3 paired repeats as if they were the pilot: n from rule 3 with
+    amendment 7 (a multiple of 3), then the arms in order while they fit."""
+    x = plan.numbers(B192, mix="lb3-block192")
+    s_u, n_rule, n3 = plan.repeats_needed(x.s, 3)
+    assert (x.k, x.s_u, x.n_rule, x.n) == (3, s_u, n_rule, n3) and x.n % 3 == 0
+    assert x.ff == "excl_ff"  # no fallback counts in b192: the tie goes to excl_ff
+    total, arms = 2 * x.n * x.run_s, []
+    for arm in ("excl_ff", "mbplus", "stock"):
+        extra = x.n * x.run_s + (3 * x.checkpoint_s if arm == "stock" else 0)
+        if total + extra > plan.BUDGET_S:
+            break
+        total, arms = total + extra, [*arms, arm]
+    assert x.arms == tuple(arms) and x.total_s == pytest.approx(total)
+    assert x.hint_faults is None and "autonuma" not in x.arms
+
+
+def test_a_primary_over_budget_is_cut_to_a_multiple_of_3(monkeypatch: pytest.MonkeyPatch) -> None:
+    full = plan.numbers(B192, mix="lb3-block192")
+    monkeypatch.setattr(plan, "BUDGET_S", 2 * 8 * full.run_s)  # room for 8 pairs
+    x = plan.numbers(B192, mix="lb3-block192")
+    assert full.n > 8 and x.n == 6 and x.arms == ()
+    assert x.half_width(x.s_u) > full.half_width(full.s_u)
