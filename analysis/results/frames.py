@@ -150,6 +150,22 @@ def read_frames(d: Path) -> Frames:
     return Frames(**got)
 
 
+def plain(df: pd.DataFrame) -> pd.DataFrame:
+    """A copy of @df with its categorical columns as plain objects (to compare
+    with strings, edit or pivot without the categories getting in the way)."""
+    df = df.copy()
+    for c in df.columns:
+        if isinstance(df[c].dtype, pd.CategoricalDtype):
+            df[c] = df[c].astype(object)
+    return df
+
+
+def read_plain(d: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The metrics and runs frames of a frames directory, each ``plain``."""
+    return (plain(pd.read_parquet(d / "metrics.parquet")),
+            plain(pd.read_parquet(d / "runs.parquet")))  # fmt: skip
+
+
 def read_frames_many(dirs: list[Path]) -> tuple[Frames, list[str]]:
     """Several frames directories as one (merge_frames), and what the merge noticed."""
     return merge_frames([(str(d), read_frames(d)) for d in dirs])

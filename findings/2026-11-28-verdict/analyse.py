@@ -31,6 +31,7 @@ sys.path.insert(0, str(HERE.parent / "2026-11-28-verdict-pilot"))
 from pilot import run_gates  # noqa: E402  (the pilot's gates, as pre-registered)
 
 from analysis.results import verdict  # noqa: E402
+from analysis.results.frames import read_plain  # noqa: E402
 
 MISSING_MAX = 0.10  # more than this share of the planned pairs missing: undecided
 GATE_FAIL_MAX = 0.20  # more than this share of default runs off the regime/mechanism: undecided
@@ -63,14 +64,6 @@ PLAN = Plan(
 
 class Refused(Exception):
     """The input is not the pre-registered input: no analysis."""
-
-
-def _objects(df: pd.DataFrame) -> pd.DataFrame:
-    df = df.copy()
-    for c in df.columns:
-        if isinstance(df[c].dtype, pd.CategoricalDtype):
-            df[c] = df[c].astype(object)
-    return df
 
 
 ID_LEN = 16  # the dry run's listing prints run ids to 16 hex digits
@@ -154,8 +147,7 @@ def analyse(frames: Path, plan: Plan = PLAN) -> tuple[str, list[str]]:
     """The decision and the lines to print."""
     if plan.n < 2:
         raise Refused("the plan has no n (the pre-registration is not in force)")
-    metrics = _objects(pd.read_parquet(frames / "metrics.parquet"))
-    runs = _objects(pd.read_parquet(frames / "runs.parquet"))
+    metrics, runs = read_plain(frames)
     metrics, runs = select(metrics, runs, plan)
     fails = read_failures(plan.failures_file)
     lines: list[str] = []

@@ -21,9 +21,12 @@ import pandas as pd
 from scipy import stats
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1]))
 sys.path.insert(0, str(HERE.parent / "2026-11-28-verdict-pilot"))
 
 from pilot import BLOCK, endpoint, repeats_needed  # noqa: E402
+
+from analysis.results.frames import read_plain  # noqa: E402
 
 BUDGET_S = 40 * 3600.0  # gem5 CPU seconds
 MIN_N = 6  # a cut primary keeps at least two repeats per checkpoint
@@ -51,17 +54,6 @@ class Numbers:
         return math.expm1(stats.t.ppf(0.975, self.n - 1) * sd / math.sqrt(self.n)) * 100
 
 
-def _read(frames: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    out = []
-    for name in ("metrics", "runs"):
-        df = pd.read_parquet(frames / f"{name}.parquet")
-        for c in df.columns:
-            if isinstance(df[c].dtype, pd.CategoricalDtype):
-                df[c] = df[c].astype(object)
-        out.append(df)
-    return out[0], out[1]
-
-
 def mix_value(metrics: pd.DataFrame, run_ids: pd.Series, metric: str) -> pd.Series:
     sel = (metrics["entity_type"] == "mix") & (metrics["metric"] == metric)
     sel &= metrics["run_id"].isin(run_ids)
@@ -69,7 +61,7 @@ def mix_value(metrics: pd.DataFrame, run_ids: pd.Series, metric: str) -> pd.Seri
 
 
 def numbers(pilot: Path, nb: Path | None = None, mix: str = MIX) -> Numbers:
-    metrics, runs = _read(pilot)
+    metrics, runs = read_plain(pilot)
     d = endpoint(metrics, mix)
     s = float(d.std(ddof=1))
     s_u, n_rule, n = repeats_needed(s, len(d))
@@ -86,7 +78,7 @@ def numbers(pilot: Path, nb: Path | None = None, mix: str = MIX) -> Numbers:
     ff = max(FF, key=lambda p: (0 if math.isnan(med[p]) else med[p], p == "excl_ff"))
     hint = None
     if nb is not None:
-        m2, r2 = _read(nb)
+        m2, r2 = read_plain(nb)
         ids = r2.loc[(r2["state"] == "done") & (r2["policy"] == "autonuma"), "run_id"]
         v = mix_value(m2, ids, "numa_hint_faults")
         hint = float(v.max()) if len(v) else 0.0

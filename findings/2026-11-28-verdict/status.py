@@ -15,9 +15,12 @@ from pathlib import Path
 import pandas as pd
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1]))
 sys.path.insert(0, str(HERE.parent / "2026-11-28-verdict-pilot"))
 
 from pilot import LEADER_POLICIES, REGIME, run_gates  # noqa: E402
+
+from analysis.results.frames import read_plain  # noqa: E402
 
 COLS = ["policy", "repeat", "state", *REGIME, "regime_ok", "xnode_balance",
         "lb_taken_leader_dst", "lb_skipped_leader_src", "mechanism_ok", "stalled_cpus",
@@ -25,12 +28,7 @@ COLS = ["policy", "repeat", "state", *REGIME, "regime_ok", "xnode_balance",
 
 
 def status(frames: Path) -> pd.DataFrame:
-    metrics = pd.read_parquet(frames / "metrics.parquet")
-    runs = pd.read_parquet(frames / "runs.parquet")
-    for df in (metrics, runs):
-        for c in df.columns:
-            if isinstance(df[c].dtype, pd.CategoricalDtype):
-                df[c] = df[c].astype(object)
+    metrics, runs = read_plain(frames)
     g = run_gates(metrics, runs).join(runs.set_index("run_id")[["gem5_cpu_s"]])
     # the pilot defines a mechanism gate for default and the leader policies only
     g["mechanism_ok"] = g["mechanism_ok"].astype(object)

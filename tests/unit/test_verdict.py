@@ -17,6 +17,7 @@ from scipy import stats
 
 from analysis.results import verdict
 from analysis.results.document import Figure, Section, Table, to_html, to_markdown
+from analysis.results.frames import plain as _plain
 from analysis.results.frames import read_frames
 from analysis.results.report import write_report_from_frames
 from analysis.results.sections import PAPER, verdict_section
@@ -29,15 +30,6 @@ F = 1.6  # the only NUMA factor of b192 with default runs
 @pytest.fixture(scope="module")
 def b192() -> pd.DataFrame:
     return read_frames(B192).metrics
-
-
-def _plain(m: pd.DataFrame) -> pd.DataFrame:
-    """The frame with its category columns as plain objects (to edit)."""
-    m = m.copy()
-    for c in m.columns:
-        if isinstance(m[c].dtype, pd.CategoricalDtype):
-            m[c] = m[c].astype(object)
-    return m
 
 
 def _times(m: pd.DataFrame, f: float = F) -> dict[tuple[str, int, int, str], float]:

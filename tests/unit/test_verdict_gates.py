@@ -25,6 +25,7 @@ from scipy import stats
 from analysis.results import gates, verdict
 from analysis.results.document import Section, Table, to_html, to_markdown
 from analysis.results.frames import Frames, read_frames
+from analysis.results.frames import plain as _plain
 from analysis.results.reference import cfg_label
 from analysis.results.report import write_report_from_frames
 from analysis.results.sections import (
@@ -61,15 +62,6 @@ def b192() -> Frames:
 @pytest.fixture(scope="module")
 def stage_a() -> Frames:
     return read_frames(STAGE_A)
-
-
-def _plain(df: pd.DataFrame) -> pd.DataFrame:
-    """Category columns as plain objects (as pilot.py's main reads the frames)."""
-    df = df.copy()
-    for c in df.columns:
-        if isinstance(df[c].dtype, pd.CategoricalDtype):
-            df[c] = df[c].astype(object)
-    return df
 
 
 def _config(metrics: pd.DataFrame, cfg: tuple[Any, ...]) -> dict[str, Any]:
