@@ -102,7 +102,11 @@ def main(argv: list[str]) -> int:
     if len(argv) not in (1, 2):
         print("usage: plan.py PILOT_FRAMES [NB_FRAMES]", file=sys.stderr)
         return 2
-    x = numbers(Path(argv[0]), Path(argv[1]) if len(argv) == 2 else None)
+    try:
+        x = numbers(Path(argv[0]), Path(argv[1]) if len(argv) == 2 else None)
+    except (ValueError, OSError) as e:
+        print(f"plan.py: {e}", file=sys.stderr)
+        return 1
     print(f"rule 3: k = {x.k} pilot pairs, s = {x.s:.5f}, s_U = {x.s_u:.5f}, n = {x.n_rule}")
     print(f"n (a multiple of {BLOCK}, within the budget): {x.n}; 95 % half-width at s_U "
           f"{x.half_width(x.s_u):.2f} points, at s {x.half_width(x.s):.2f}")  # fmt: skip

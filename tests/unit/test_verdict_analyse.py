@@ -136,3 +136,9 @@ def test_a_primary_over_budget_is_cut_to_a_multiple_of_3(monkeypatch: pytest.Mon
     x = plan.numbers(B192, mix="lb3-block192")
     assert full.n > 8 and x.n == 6 and x.arms == ()
     assert x.half_width(x.s_u) > full.half_width(full.s_u)
+
+
+def test_a_pilot_with_fewer_than_3_pairs_gives_no_plan(capsys: pytest.CaptureFixture[str]) -> None:
+    stage_a6 = ROOT / "findings" / "2026-11-28-verdict-pilot" / "amendment6" / "frames"
+    assert plan.main([str(stage_a6)]) == 1
+    assert "rule 3 needs at least 3 paired pilot repeats, got 1" in capsys.readouterr().err
