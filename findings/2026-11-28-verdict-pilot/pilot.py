@@ -115,6 +115,24 @@ def repeats_needed(sd: float, k: int) -> tuple[float, int, int]:
     return s_u, n, -(-n // BLOCK) * BLOCK
 
 
+def fallback_medians(gates: pd.DataFrame, mix: str) -> dict[str, float]:
+    """Rule 4: the median lb_fallback_taken of each _ff variant's runs on @mix."""
+    if "lb_fallback_taken" not in gates.columns:  # frames from before the counter
+        return {"excl_ff": math.nan, "mbplus_ff": math.nan}
+    ff = gates[gates["mix"] == mix].groupby("policy")["lb_fallback_taken"].median()
+    return {p: float(v) for p, v in ff.reindex(["excl_ff", "mbplus_ff"]).items()}
+
+
+def costs(runs: pd.DataFrame, mix: str, threads: int | None = None) -> tuple[pd.Series, pd.Series]:
+    """Rule 5 with amendment 7: the gem5 CPU s of the done runs on @mix (and
+    @threads), and of the pilot's boot checkpoints (each key once)."""
+    done = runs[(runs["state"] == "done") & (runs["mix"] == mix)]
+    if threads is not None and "threads" in done.columns:
+        done = done[done["threads"] == threads]
+    ckpt = runs.drop_duplicates("checkpoint_key")["checkpoint_cpu_s"].dropna()
+    return done["gem5_cpu_s"], ckpt
+
+
 def main(frames: Path) -> int:
     metrics = pd.read_parquet(frames / "metrics.parquet")
     runs = pd.read_parquet(frames / "runs.parquet")
@@ -153,13 +171,8 @@ def main(frames: Path) -> int:
               f"s_U = {s_u:.4f}, n = {n}, rounded up to a multiple of {BLOCK}: {n3}")  # fmt: skip
     else:
         print(f"rule 3: {len(d)} paired repeats, at least 3 needed")
-    ff = gates[gates["mix"] == mix].groupby("policy")["lb_fallback_taken"].median()
-    print(f"\nrule 4, median lb_fallback_taken: {ff.reindex(['excl_ff', 'mbplus_ff']).to_dict()}")
-    done = runs[(runs["state"] == "done") & (runs["mix"] == mix)]
-    if "threads" in done.columns:
-        done = done[done["threads"] == t]
-    cost = done["gem5_cpu_s"]
-    ckpt = runs.drop_duplicates("checkpoint_key")["checkpoint_cpu_s"].dropna()
+    print(f"\nrule 4, median lb_fallback_taken: {fallback_medians(gates, mix)}")
+    cost, ckpt = costs(runs, mix, t)
     print(f"rule 5, gem5 CPU s a run on {mix} (amendment 7: that mix's done runs): mean "
           f"{cost.mean():.0f}, max {cost.max():.0f} ({len(cost)} runs); boot checkpoints: "
           f"mean {ckpt.mean():.0f} CPU s ({len(ckpt)})")  # fmt: skip

@@ -24,7 +24,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 sys.path.insert(0, str(HERE.parent / "2026-11-28-verdict-pilot"))
 
-from pilot import BLOCK, endpoint, repeats_needed  # noqa: E402
+from pilot import BLOCK, costs, endpoint, fallback_medians, repeats_needed, run_gates  # noqa: E402
 
 from analysis.results.frames import read_plain  # noqa: E402
 
@@ -65,16 +65,9 @@ def numbers(pilot: Path, nb: Path | None = None, mix: str = MIX) -> Numbers:
     d = endpoint(metrics, mix)
     s = float(d.std(ddof=1))
     s_u, n_rule, n = repeats_needed(s, len(d))
-    done = runs[(runs["state"] == "done") & (runs["mix"] == mix)]
-    run_s = float(done["gem5_cpu_s"].mean())
-    ckpt = done.drop_duplicates("checkpoint_key")["checkpoint_cpu_s"].dropna()
-    checkpoint_s = float(ckpt.mean())
-    med = {}
-    for p in FF:
-        ids = done.loc[done["policy"] == p, "run_id"]
-        med[p] = (
-            float(mix_value(metrics, ids, "lb_fallback_taken").median()) if len(ids) else math.nan
-        )
+    cost, ckpt = costs(runs, mix)
+    run_s, checkpoint_s = float(cost.mean()), float(ckpt.mean())
+    med = fallback_medians(run_gates(metrics, runs), mix)
     ff = max(FF, key=lambda p: (0 if math.isnan(med[p]) else med[p], p == "excl_ff"))
     hint = None
     if nb is not None:
