@@ -21,12 +21,19 @@ directories, gem5 outputs and checkpoints stay in the cache; the report
 regenerates from the frames alone:
 
     ./run_all.py report --frames findings/NAME/frames --out findings/NAME
+
+``--no-report`` keeps blind: frames and PROVENANCE.md only, no report (and a
+report an earlier keep wrote there is removed, since it would describe other
+frames). It is for a stage of a pre-registered experiment that must outlive
+its machine before its endpoint may be computed: nothing is computed from the
+runs beyond what the frames hold.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -247,7 +254,7 @@ def _refuse_to_drop(dest: Path, fr: Frames) -> None:
         )
 
 
-def keep(inputs: list[Path], dest: Path, command: str) -> Path:
+def keep(inputs: list[Path], dest: Path, command: str, *, report: bool = True) -> Path:
     """One finding from one or more sweeps of the same study (e.g. a sweep and
     the points it was split into) and frames kept from earlier machines: their
     runs in one frame, each input's provenance listed, then the gem5 binaries."""
@@ -263,8 +270,11 @@ def keep(inputs: list[Path], dest: Path, command: str) -> Path:
     _refuse_to_drop(dest, fr)
     dest.mkdir(parents=True, exist_ok=True)
     _write_frames(fr, dest)
-    # the kept report is the one the frames alone give, so it regenerates exactly
-    write_report_from_frames(dest / "frames", dest)
+    if report:  # the kept report is the one the frames alone give: it regenerates exactly
+        write_report_from_frames(dest / "frames", dest)
+    else:  # blind: a report of earlier frames would no longer describe these
+        (dest / "report.md").unlink(missing_ok=True)
+        shutil.rmtree(dest / "report_files", ignore_errors=True)
     (dest / "report.html").unlink(missing_ok=True)  # Markdown only in git
     parts = []
     given = {Path(p).resolve() for p, _, m in read if m is None}
@@ -293,11 +303,17 @@ def main(argv: list[str] | None = None) -> int:
         "sweep", type=Path, nargs="+", help="sweep dir(s) or frames dir(s), then the finding dir"
     )
     ap.add_argument("--command", required=True, help="the command that made the sweep")
+    ap.add_argument(
+        "--no-report",
+        action="store_true",
+        help="keep blind: frames and provenance, no report (a stage whose endpoint "
+        "must not be computed yet)",
+    )
     a = ap.parse_args(argv)
     try:
         if len(a.sweep) < 2:
             raise ValueError("give at least one sweep or frames dir and the finding dir")
-        d = keep(a.sweep[:-1], a.sweep[-1], a.command)
+        d = keep(a.sweep[:-1], a.sweep[-1], a.command, report=not a.no_report)
     except (OSError, ValueError, FramesError) as e:
         print(f"keep: {e}", file=sys.stderr)
         return 2

@@ -75,3 +75,26 @@ def test_keep_refuses_to_drop_runs_the_finding_holds(
     # with the finding's own frames as an input, nothing is lost
     assert keep.main([str(dest / "frames"), str(fewer), str(dest), "--command", "y"]) == 0
     assert len(keep.read_frames(dest / "frames").runs) == 4
+
+
+def test_keep_no_report_keeps_frames_and_provenance_blind(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A stage of a pre-registered experiment kept at a session's end, before
+    its endpoint may be computed: frames and provenance, no report, and the
+    report of an earlier keep of the same finding removed (it would describe
+    other frames)."""
+    sweep = tmp_path / "sweep"
+    shutil.copytree(FIX / "sweep-quick", sweep)
+    dest = tmp_path / "findings" / "stage"
+    assert keep.main([str(sweep), str(dest), "--command", "x"]) == 0
+    assert (dest / "report.md").is_file()
+    capsys.readouterr()
+    assert keep.main([str(dest / "frames"), str(sweep), str(dest), "--command", "x",
+                      "--no-report"]) == 0  # fmt: skip
+    assert not (dest / "report.md").exists() and not (dest / "report_files").exists()
+    assert (dest / "PROVENANCE.md").is_file()
+    assert len(keep.read_frames(dest / "frames").runs) == 4
+    fresh = tmp_path / "findings" / "fresh"
+    assert keep.main([str(sweep), str(fresh), "--command", "x", "--no-report"]) == 0
+    assert sorted(p.name for p in fresh.iterdir()) == ["PROVENANCE.md", "frames"]
