@@ -129,6 +129,23 @@ def missing_pairs(runs: pd.DataFrame, plan: Plan) -> dict[int, list[str]]:
     return out
 
 
+def repeat_blocks(runs: pd.DataFrame, plan: Plan) -> dict[str, list[int]]:
+    """The repeats of each block (gem5 binary: PREREGISTRATION.md section 6),
+    or Refused: a repeat whose done runs of the verdict's configuration ran on
+    two binaries, so its pairs would span blocks."""
+    mine = (runs["mix"] == plan.mix) & ((runs["numa_factor"] - verdict.NUMA_FACTOR).abs() < 1e-9)
+    done = runs[mine & (runs["state"] == "done")]
+    sha = done["gem5_sha256"].astype(object).where(done["gem5_sha256"].notna(), "unrecorded")
+    out: dict[str, list[int]] = {}
+    for r, shas in sha.groupby(done["repeat"].astype(int)):
+        kinds = sorted(set(map(str, shas)))
+        if len(kinds) > 1:
+            raise Refused(f"repeat {r} spans {len(kinds)} gem5 binaries "
+                          f"({', '.join(k[:16] for k in kinds)}): pairs never span blocks")  # fmt: skip
+        out.setdefault(kinds[0], []).append(int(r))
+    return out
+
+
 def block_view(c: verdict.Contrast) -> str:
     """Exploratory: d_r's mean per boot checkpoint and a one-way F test."""
     groups: dict[int, list[float]] = {}
@@ -161,6 +178,9 @@ def analyse(frames: Path, plan: Plan = PLAN) -> tuple[str, list[str]]:
                       f"{plan.failures_file.name}: {listed}")  # fmt: skip
     lines.append(f"runs: {len(planned)} planned, {len(runs) - len(not_done)} done, "
                  f"{len(not_done) + len(absent)} not done")  # fmt: skip
+    blocks = repeat_blocks(runs, plan)
+    lines.append("repeats per block (gem5 binary): " + "; ".join(
+        f"{k[:16]}: {', '.join(f'r{r}' for r in v)}" for k, v in sorted(blocks.items())))  # fmt: skip
 
     vs = [v for v in verdict.verdicts(metrics, family=plan.family)
           if v.primary and v.config.get("mix") == plan.mix]  # fmt: skip

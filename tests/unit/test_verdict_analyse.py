@@ -142,3 +142,24 @@ def test_a_pilot_with_fewer_than_3_pairs_gives_no_plan(capsys: pytest.CaptureFix
     stage_a6 = ROOT / "findings" / "2026-11-28-verdict-pilot" / "amendment6" / "frames"
     assert plan.main([str(stage_a6)]) == 1
     assert "rule 3 needs at least 3 paired pilot repeats, got 1" in capsys.readouterr().err
+
+
+def test_a_repeat_whose_runs_span_two_gem5_binaries_refuses_the_analysis(tmp_path: Path) -> None:
+    """Pairs never span blocks (PREREGISTRATION.md section 6: a machine
+    replaced mid-sweep rebuilds gem5, whose runs are a new block)."""
+    frames = _frames(tmp_path)
+    r = pd.read_parquet(frames / "runs.parquet")
+    r["gem5_sha256"] = r["gem5_sha256"].astype(object)
+    r.loc[r["run_id"] == _excl_run(1), "gem5_sha256"] = "f" * 64
+    r.to_parquet(frames / "runs.parquet")
+    with pytest.raises(an.Refused, match="repeat 1 spans 2 gem5 binaries"):
+        an.analyse(frames, _plan(tmp_path, list(r["run_id"])))
+
+
+def test_the_analysis_lists_the_repeats_of_each_block(tmp_path: Path) -> None:
+    r = _runs()
+    _, lines = an.analyse(_frames(tmp_path), _plan(tmp_path, list(r["run_id"])))
+    (line,) = [x for x in lines if x.startswith("repeats per block")]
+    sel = (r["mix"].astype(str) == "lb3-block192") & (r["numa_factor"] == 1.6)
+    shas = sorted(set(r.loc[sel, "gem5_sha256"].astype(str)))
+    assert line.count(": r") == len(shas) and "r0" in line and "r2" in line
