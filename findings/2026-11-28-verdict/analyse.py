@@ -140,8 +140,9 @@ def repeat_blocks(runs: pd.DataFrame, plan: Plan) -> dict[str, list[int]]:
     for r, shas in sha.groupby(done["repeat"].astype(int)):
         kinds = sorted(set(map(str, shas)))
         if len(kinds) > 1:
-            raise Refused(f"repeat {r} spans {len(kinds)} gem5 binaries "
-                          f"({', '.join(k[:16] for k in kinds)}): pairs never span blocks")  # fmt: skip
+            named = ", ".join(k[:16] for k in kinds)
+            raise Refused(f"repeat {r} spans {len(kinds)} gem5 binaries ({named}): "
+                          "pairs never span blocks")  # fmt: skip
         out.setdefault(kinds[0], []).append(int(r))
     return out
 
@@ -179,8 +180,8 @@ def analyse(frames: Path, plan: Plan = PLAN) -> tuple[str, list[str]]:
     lines.append(f"runs: {len(planned)} planned, {len(runs) - len(not_done)} done, "
                  f"{len(not_done) + len(absent)} not done")  # fmt: skip
     blocks = repeat_blocks(runs, plan)
-    lines.append("repeats per block (gem5 binary): " + "; ".join(
-        f"{k[:16]}: {', '.join(f'r{r}' for r in v)}" for k, v in sorted(blocks.items())))  # fmt: skip
+    each = [f"{k[:16]}: {', '.join(f'r{r}' for r in v)}" for k, v in sorted(blocks.items())]
+    lines.append("repeats per block (gem5 binary): " + "; ".join(each))
 
     vs = [v for v in verdict.verdicts(metrics, family=plan.family)
           if v.primary and v.config.get("mix") == plan.mix]  # fmt: skip
