@@ -215,6 +215,12 @@ def parser() -> argparse.ArgumentParser:
         "(same point, same provenance but for the gem5 binary hash); repeatable",
     )
     r.add_argument(
+        "--kept-whole-repeats",
+        action="store_true",
+        help="with --kept: adopt a kept run only when every planned run of its repeat is kept "
+        "done on one gem5 binary (pairs never span builds); a repeat kept in part runs here whole",
+    )
+    r.add_argument(
         "--allow-large",
         dest="allow_large",
         action="store_true",
@@ -439,6 +445,7 @@ def main(argv: list[str] | None = None) -> int:
         allow_large=a.allow_large,
         allow_qemu_timing=a.allow_qemu_timing,
         kept=a.kept or [],
+        kept_whole_repeats=a.kept_whole_repeats,
         backend_origin=_backend_origin(a),
     )
     return run_sweep(spec, opt)

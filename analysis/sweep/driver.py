@@ -75,6 +75,7 @@ class Options:
     allow_large: bool = False
     allow_qemu_timing: bool = False  # --allow-qemu-timing: paper/sensitivity on qemu
     kept: list[Path] = field(default_factory=list)  # --kept: frames dirs of earlier machines
+    kept_whole_repeats: bool = False  # --kept-whole-repeats: adopt whole repeats only
     stream: TextIO = field(default_factory=lambda: sys.stdout)  # at call time, not import
     backend_origin: str | None = None  # "--backend" etc. when the CLI set it; None: the spec
 
@@ -282,6 +283,9 @@ def run_sweep(spec: Spec, opt: Options) -> int:
         w(f"error: refused: {refusal}\n")
         return EXIT_USAGE
     out = (opt.out or Path("results") / spec.name).resolve()
+    if opt.kept_whole_repeats and not opt.kept:
+        w("error: --kept-whole-repeats needs --kept FRAMES_DIR\n")
+        return EXIT_USAGE
     try:  # before any build: a wrong --kept path must cost nothing
         kept = load_kept(opt.kept) if opt.kept else None
     except KeptError as e:
@@ -314,6 +318,10 @@ def run_sweep(spec: Spec, opt: Options) -> int:
 
     w(f"sweep {spec.name}: {run_count(spec)} runs ({spec.source}); output {out}\n")
     runs = iter_runs(spec, backend, art.provenance, art.kernel_ids())
+    if kept is not None and opt.kept_whole_repeats:
+        prov_for = art.provenance_for
+        kept.whole_repeats((r.point, prov_for(r.point.boot_kernel)) for r in runs)
+        runs = iter_runs(spec, backend, art.provenance, art.kernel_ids())
     adopt = kept_adopter(kept, art)
     if opt.dry_run:
         return dry_run(spec, opt, art, runs, out, adopt, kept)

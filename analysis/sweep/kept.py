@@ -14,6 +14,12 @@ holds a run with
 * the same provenance except the gem5 binary hash: the build id of the kernel
   the point boots, image id, code revision, tool version, backend.
 
+With ``--kept-whole-repeats`` a kept run is adopted only when its whole
+repeat is: every planned run with its repeat index matches a kept done run,
+and all of them ran on one gem5 binary (a pre-registered design whose pairs
+never span two builds: findings/2026-11-28-verdict/PREREGISTRATION.md); the
+runs of a repeat kept in part run here, all of them.
+
 A kept run of the same point with another provenance is not adopted; the plan
 notes count those per differing field, and the runs without a point id (rows
 of frames kept before runs recorded it). The whole directory is checked up
@@ -26,6 +32,7 @@ directories resolved (keep.py reads the adopted runs back from them).
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -135,6 +142,31 @@ class KeptRuns:
         self._example: dict[str, tuple[Any, Any]] = {}  # field -> (kept, here)
         self._not_done: Counter[str] = Counter()  # state of the kept run -> runs
         self._rebuilt: Counter[tuple[Any, Any]] = Counter()  # (kept, here) gem5 hash -> runs
+        self._partial: dict[int, int] | None = None  # whole repeats only: repeat -> kept runs
+
+    def _match(self, point: SweepPoint, prov: Provenance) -> KeptRun | None:
+        """The kept done run that stands for this point, without recording anything."""
+        found = self.by_point.get(self._ids(point)) if self.by_point else None
+        want = prov_key(prov)
+        for k in reversed(found or []):  # the later --kept directory first
+            if k.state == "done" and k.prov == want:
+                return k
+        return None
+
+    def whole_repeats(self, planned: Iterable[tuple[SweepPoint, Provenance]]) -> None:
+        """From now on adopt only runs whose whole repeat is kept (module doc):
+        every planned (point, provenance) of the repeat matched, on one binary."""
+        shas: dict[int, set[Any]] = defaultdict(set)
+        matched: Counter[int] = Counter()
+        total: Counter[int] = Counter()
+        for point, prov in planned:
+            total[point.repeat] += 1
+            k = self._match(point, prov)
+            if k is not None:
+                matched[point.repeat] += 1
+                shas[point.repeat].add(k.gem5_sha256)
+        self._partial = {r: matched[r] for r in total
+                         if matched[r] and (matched[r] < total[r] or len(shas[r]) > 1)}  # fmt: skip
 
     def adopt(self, point: SweepPoint, planned_id: str, prov: Provenance) -> bool:
         """True when a kept run stands for this planned run (recorded in adopted)."""
@@ -145,15 +177,16 @@ class KeptRuns:
         if not done:
             self._not_done[found[-1].state] += 1
             return False
-        want = prov_key(prov)
-        for k in reversed(done):  # the later --kept directory first
-            if k.prov == want:
-                self.adopted[planned_id] = k
-                if k.gem5_sha256 != prov.gem5_sha256:
-                    self._rebuilt[(k.gem5_sha256, prov.gem5_sha256)] += 1
-                return True
-        self._count_differences(done[-1].prov, want)
-        return False
+        k = self._match(point, prov)
+        if k is None:
+            self._count_differences(done[-1].prov, prov_key(prov))
+            return False
+        if self._partial is not None and point.repeat in self._partial:
+            return False  # its repeat is kept in part: the whole repeat runs here
+        self.adopted[planned_id] = k
+        if k.gem5_sha256 != prov.gem5_sha256:
+            self._rebuilt[(k.gem5_sha256, prov.gem5_sha256)] += 1
+        return True
 
     def _count_differences(self, kept: tuple[Any, ...], here: tuple[Any, ...]) -> None:
         for name, a, b in zip(PROV_FIELDS, kept, here, strict=True):
@@ -174,6 +207,11 @@ class KeptRuns:
             states = ", ".join(f"{v} {k}" for k, v in sorted(self._not_done.items()))
             out.append(f"kept: {sum(self._not_done.values())} planned run(s) match only kept "
                        f"runs that are not done ({states}); they run here")  # fmt: skip
+        if self._partial:
+            reps = ", ".join(f"r{r}" for r in sorted(self._partial))
+            out.append(f"kept: {sum(self._partial.values())} kept run(s) of {len(self._partial)} "
+                       f"repeat(s) kept in part or on two gem5 binaries not adopted "
+                       f"(--kept-whole-repeats): {reps} run whole here")  # fmt: skip
         for (a, b), n in sorted(self._rebuilt.items(), key=str):
             out.append(f"kept: {n} run(s) adopted from another gem5 binary (kept {_short(a)}, "
                        f"here {_short(b)}; the frames record each run's)")  # fmt: skip

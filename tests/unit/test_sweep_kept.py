@@ -157,6 +157,64 @@ def test_no_replaced_note_when_nothing_failed_here(tmp_path: Path) -> None:
     assert not [n for n in plan.notes if "failed here" in n]
 
 
+# ---------------------------------------------------------- whole repeats only
+def _kept_each(tmp: Path, provs: list[Provenance | None]) -> Path:
+    """Frames of the quick spec's 4 runs (2 policies x repeats 0-1), run i
+    (spec_runs order) done on binary provs[i], or missing where None."""
+    old = tmp / "old-machine"
+    for i, prov in enumerate(provs):
+        if prov is not None:
+            finished(old, [spec_runs(prov)[i]], prov)
+    build_frames([old]).write(tmp / "kept" / "frames")
+    return tmp / "kept" / "frames"
+
+
+def whole_plan(kept_dirs: list[Path], prov: Provenance, out: Path) -> driver.Plan:
+    kept = load_kept(kept_dirs)
+    kept.whole_repeats((r.point, prov) for r in spec_runs(prov))
+    adopt = driver.kept_adopter(kept, bk.Artifacts(prov, {}))
+    plan = driver.make_plan(spec_runs(prov), out, rerun_failed=False, adopt=adopt)
+    plan.notes.extend(kept.notes())
+    return plan
+
+
+def test_whole_repeats_adopt_a_repeat_only_when_all_its_runs_are_kept(tmp_path: Path) -> None:
+    """A pre-registered design whose pairs never span two gem5 builds: a repeat
+    kept in part (the machine was lost mid-repeat) runs whole on the new one."""
+    reps = [r.point.repeat for r in spec_runs(PROV)]
+    last = max(i for i, r in enumerate(reps) if r == 1)
+    frames = _kept_each(tmp_path, [None if i == last else PROV for i in range(len(reps))])
+    plan = whole_plan([frames], REBUILT, tmp_path / "new")
+    assert plan.skipped == {"kept": 2}
+    assert {run.point.repeat for run, _ in plan.to_run} == {1} and len(plan.to_run) == 2
+    assert any("1 kept run(s) of 1 repeat(s) kept in part or on two gem5 binaries not adopted "
+               "(--kept-whole-repeats): r1 run whole here" in n for n in plan.notes)  # fmt: skip
+    # without the flag the kept run of repeat 1 is adopted and only its pair runs here
+    plain = plan_with([frames], REBUILT, tmp_path / "new2")
+    assert plain.skipped == {"kept": 3} and len(plain.to_run) == 1
+
+
+def test_whole_repeats_refuse_a_repeat_kept_on_two_binaries(tmp_path: Path) -> None:
+    third = dataclasses.replace(PROV, gem5_sha256="c" * 64)
+    reps = [r.point.repeat for r in spec_runs(PROV)]
+    first1 = min(i for i, r in enumerate(reps) if r == 1)
+    frames = _kept_each(tmp_path, [third if i == first1 else PROV for i in range(len(reps))])
+    plan = whole_plan([frames], REBUILT, tmp_path / "new")
+    assert plan.skipped == {"kept": 2}
+    assert {run.point.repeat for run, _ in plan.to_run} == {1} and len(plan.to_run) == 2
+    assert any("2 kept run(s) of 1 repeat(s)" in n and "r1 run whole here" in n
+               for n in plan.notes)  # fmt: skip
+
+
+def test_kept_whole_repeats_needs_kept(tmp_path: Path) -> None:
+    code, text = run(tmp_path / "s", 'sweep.backend="qemu"', kept_whole_repeats=True)
+    assert code == 2 and "--kept-whole-repeats needs --kept FRAMES_DIR" in text
+    assert not (tmp_path / "s").exists()
+    a = run_all.parser().parse_args(["run", "--preset", "quick", "--kept", "A",
+                                     "--kept-whole-repeats"])  # fmt: skip
+    assert a.kept_whole_repeats
+
+
 # ------------------------------------------------------------- bad --kept dirs
 def _run_kept(tmp_path: Path, kept: Path) -> tuple[int, str]:
     out = tmp_path / "s"
@@ -249,6 +307,10 @@ def test_sweep_with_kept_runs_is_complete_and_reports_them(
     assert len(reported) == 4 and set(reported["gem5_sha256"].dropna()) == {"b" * 64}
     assert "from 4 runs" in (out / "report.md").read_text()
     assert "2 run(s) of sweep.json kept" in driver.status_table(out)
+    # --kept-whole-repeats: repeat 0 is kept whole, so the same two are adopted
+    whole = tmp_path / "whole"
+    code, text = run(whole, "sweep.repeats=2", kept=[dest / "frames"], kept_whole_repeats=True)
+    assert code == 0 and "to run: 2; skipped: 2 kept" in text, text
     # the final finding: the kept frames + this machine's sweep
     final = tmp_path / "findings" / "final"
     assert keep.main([str(dest / "frames"), str(out), str(final), "--command", "y"]) == 0
