@@ -368,6 +368,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if a.command == "report":
         from analysis.results.frames import FramesError
+        from analysis.results.keep import sweeps_with_kept
         from analysis.results.report import write_report, write_report_from_frames
 
         if (a.frames is None) == (not a.dirs):
@@ -396,7 +397,20 @@ def main(argv: list[str] | None = None) -> int:
         if problem:
             print(f"error: report: {problem}", file=sys.stderr)
             return EXIT_USAGE
-        paths = write_report(a.dirs, a.out or a.dirs[0], title=a.title)
+        out = a.out or a.dirs[0]
+        try:  # a sweep that adopted kept runs (--kept) is reported with them
+            with_kept = sweeps_with_kept(a.dirs)
+        except (OSError, ValueError, FramesError) as e:
+            print(f"error: report: {e}", file=sys.stderr)
+            return EXIT_USAGE
+        if with_kept is None:
+            paths = write_report(a.dirs, out, title=a.title)
+        else:
+            fr, merged = with_kept
+            fr.write(out / "frames")
+            paths = write_report_from_frames(out / "frames", out, a.title, merged)
+            for n in merged:
+                print(f"report: {n}", file=sys.stderr)
         for k in ("html", "md", "frame"):
             print(f"{k}: {paths[k]}")
         return 0

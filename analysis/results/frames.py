@@ -111,6 +111,19 @@ class Frames:
         return Frames(*keep)
 
 
+def without_derived(fr: Frames) -> Frames:
+    """The runs' own rows only: no add_speedup rows (pairs of runs), as a
+    blind keep writes them (keep.py --no-report)."""
+    return Frames(fr.metrics[~fr.metrics["metric"].isin(DERIVED_METRICS)], fr.runs, fr.errors)
+
+
+def with_derived(fr: Frames) -> Frames:
+    """The add_speedup rows derived again from the runs' own rows (frames kept
+    blind have none)."""
+    m = without_derived(fr).metrics.drop(columns=["baseline"], errors="ignore")
+    return Frames(add_speedup(tidy_metrics(m)), fr.runs, fr.errors)
+
+
 class FramesError(ValueError):
     """A frames directory that cannot be read back (missing or corrupt parquet,
     or a parquet file without the columns every reader of the frame uses)."""

@@ -24,9 +24,11 @@ regenerates from the frames alone:
 
 ``--no-report`` keeps blind: frames and PROVENANCE.md only, no report (and a
 report an earlier keep wrote there is removed, since it would describe other
-frames). It is for a stage of a pre-registered experiment that must outlive
-its machine before its endpoint may be computed: nothing is computed from the
-runs beyond what the frames hold.
+frames), and the frames hold each run's own rows only, without the
+speedup/improvement rows that pair runs. It is for a stage of a
+pre-registered experiment that must outlive its machine before its endpoint
+may be computed: no contrast between runs is computed or written. A keep
+with a report derives those rows again.
 """
 
 from __future__ import annotations
@@ -42,7 +44,15 @@ import pandas as pd
 
 from ..sweep.atomic import write_text_atomic
 from ..sweep.driver import git_state
-from .frames import Frames, FramesError, build_frames, merge_frames, read_frames
+from .frames import (
+    Frames,
+    FramesError,
+    build_frames,
+    merge_frames,
+    read_frames,
+    with_derived,
+    without_derived,
+)
 from .report import write_report_from_frames
 
 
@@ -50,7 +60,24 @@ def _head() -> str:
     return (git_state() or {}).get("commit", "unknown")
 
 
-def provenance_md(manifest: dict[str, Any], runs: pd.DataFrame, command: str) -> str:
+BLIND_NOTE = [
+    "Kept blind (`keep --no-report`): no report, and the frames hold each run's own rows "
+    "only, no contrast between runs (a stage whose endpoint may not be computed yet).",
+    "",
+]
+REGENERATE = [
+    "Regenerate the report from the frames alone:",
+    "",
+    "```sh",
+    "./run_all.py report --frames findings/<this dir>/frames --out findings/<this dir>",
+    "```",
+    "",
+]
+
+
+def provenance_md(
+    manifest: dict[str, Any], runs: pd.DataFrame, command: str, blind: bool = False
+) -> str:
     prov = manifest.get("provenance") or {}
     git = manifest.get("git")
     if git:
@@ -83,12 +110,7 @@ def provenance_md(manifest: dict[str, Any], runs: pd.DataFrame, command: str) ->
         f"on {', '.join(hosts) or '?'}; sweep manifest written {manifest.get('written_at')}",
         f"- caveat: {manifest.get('caveat', '')}",
         "",
-        "Regenerate the report from the frames alone:",
-        "",
-        "```sh",
-        "./run_all.py report --frames findings/<this dir>/frames --out findings/<this dir>",
-        "```",
-        "",
+        *(BLIND_NOTE if blind else REGENERATE),
     ]
     return "\n".join(lines)
 
@@ -129,6 +151,16 @@ def read_input(p: Path) -> tuple[Frames, dict[str, Any] | None]:
     for n in notes:
         print(f"keep: {p}: {n}", file=sys.stderr)
     return fr, m
+
+
+def sweeps_with_kept(dirs: list[Path]) -> tuple[Frames, list[str]] | None:
+    """The frames of sweep dirs with the kept runs they adopted (read_input),
+    merged, when any of them adopted some; None when none did (`report DIR`
+    then reads the run directories alone, as before)."""
+    if not any(kept_inputs(d, _manifest(d)) for d in dirs if (d / "sweep.json").is_file()):
+        return None
+    parts = [(str(d), read_input(d)[0]) for d in dirs]
+    return merge_frames(parts)
 
 
 def kept_inputs(sweep: Path, m: dict[str, Any]) -> list[tuple[Path, set[str]]]:
@@ -268,6 +300,7 @@ def keep(inputs: list[Path], dest: Path, command: str, *, report: bool = True) -
     for n in notes:
         print(f"keep: {n}", file=sys.stderr)
     _refuse_to_drop(dest, fr)
+    fr = with_derived(fr) if report else without_derived(fr)
     dest.mkdir(parents=True, exist_ok=True)
     _write_frames(fr, dest)
     if report:  # the kept report is the one the frames alone give: it regenerates exactly
@@ -285,7 +318,7 @@ def keep(inputs: list[Path], dest: Path, command: str, *, report: bool = True) -
             continue
         kept = kept_of[Path(p)]
         adopted = set().union(*(ids for _, ids in kept))
-        parts.append(provenance_md(m, mine[~mine["run_id"].isin(adopted)], command))
+        parts.append(provenance_md(m, mine[~mine["run_id"].isin(adopted)], command, not report))
         for d, ids in kept:  # the kept runs this sweep adopted
             if d.resolve() not in given:  # else listed as an input of its own
                 how = f" (adopted by the sweep `{p}`)"

@@ -31,7 +31,7 @@ from .cli_paths import UsageError, sweep_dir_out
 from .executors import LocalExecutor, pool_size, summary_line
 from .kept import KeptError, KeptRuns, load_kept
 from .matrix import Run, guest_job, iter_runs, kernel_variants, run_count
-from .point import ID_LEN_DIR, Provenance
+from .point import ID_LEN_DIR, Provenance, SweepPoint
 from .preflight import (
     daemon_qemu_refusal,
     image_meta,
@@ -208,6 +208,17 @@ def make_plan(
     return plan
 
 
+def whole_repeat_input(
+    runs: Iterable[Run], out: Path, art: bk.Artifacts
+) -> Iterator[tuple[SweepPoint, Provenance, bool]]:
+    """(point, provenance, finished here) per planned run, for KeptRuns.whole_repeats."""
+    existing = existing_run_dirs(out)
+    final = (State.DONE, *RERUN_ON_REQUEST)
+    for run in runs:
+        here = run.dirname in existing and RunDir(run.path(out)).state() in final
+        yield run.point, art.provenance_for(run.point.boot_kernel), here
+
+
 def kept_adopter(kept: KeptRuns | None, art: bk.Artifacts) -> Adopt | None:
     """adopt() for classify: the planned run's provenance is that of the kernel
     its point boots (the stock policy boots another build)."""
@@ -319,8 +330,7 @@ def run_sweep(spec: Spec, opt: Options) -> int:
     w(f"sweep {spec.name}: {run_count(spec)} runs ({spec.source}); output {out}\n")
     runs = iter_runs(spec, backend, art.provenance, art.kernel_ids())
     if kept is not None and opt.kept_whole_repeats:
-        prov_for = art.provenance_for
-        kept.whole_repeats((r.point, prov_for(r.point.boot_kernel)) for r in runs)
+        kept.whole_repeats(whole_repeat_input(runs, out, art))
         runs = iter_runs(spec, backend, art.provenance, art.kernel_ids())
     adopt = kept_adopter(kept, art)
     if opt.dry_run:

@@ -14,11 +14,16 @@ holds a run with
 * the same provenance except the gem5 binary hash: the build id of the kernel
   the point boots, image id, code revision, tool version, backend.
 
-With ``--kept-whole-repeats`` a kept run is adopted only when its whole
-repeat is: every planned run with its repeat index matches a kept done run,
-and all of them ran on one gem5 binary (a pre-registered design whose pairs
-never span two builds: findings/2026-11-28-verdict/PREREGISTRATION.md); the
-runs of a repeat kept in part run here, all of them.
+With ``--kept-whole-repeats`` kept runs are adopted by whole **repeat
+group** (the repeats that restore one cycle of the machine's boot
+checkpoints, ``repeat // machine.boot_checkpoints``; one repeat where there
+is one checkpoint), for a pre-registered design whose pairs never span two
+gem5 builds (findings/2026-11-28-verdict/PREREGISTRATION.md, section 6): a
+group is adopted from one gem5 binary that holds every planned run of the
+group in a final state (done, failed or timeout: a failure is adopted as a
+failure, never run again on another build), and only when no run of the
+group has finished here; otherwise the whole group runs here, and the plan
+names it.
 
 A kept run of the same point with another provenance is not adopted; the plan
 notes count those per differing field, and the runs without a point id (rows
@@ -44,6 +49,15 @@ if TYPE_CHECKING:
 
 # compared between a kept run and a planned one; gem5_sha256 deliberately not
 PROV_FIELDS = ("kernel_build_id", "image_id", "code_revision", "tool_version", "backend")
+
+
+FINAL_STATES = ("done", "failed", "timeout")  # what a whole repeat group may adopt
+
+
+def repeat_group(point: SweepPoint) -> int:
+    """The repeat group of a point: the repeats that restore one cycle of its
+    machine's boot checkpoints (repeat r restores r % boot_checkpoints)."""
+    return point.repeat // max(1, int(point.machine.get("boot_checkpoints", 1)))
 
 
 class KeptError(ValueError):
@@ -142,51 +156,68 @@ class KeptRuns:
         self._example: dict[str, tuple[Any, Any]] = {}  # field -> (kept, here)
         self._not_done: Counter[str] = Counter()  # state of the kept run -> runs
         self._rebuilt: Counter[tuple[Any, Any]] = Counter()  # (kept, here) gem5 hash -> runs
-        self._partial: dict[int, int] | None = None  # whole repeats only: repeat -> kept runs
+        # whole repeat groups only (whole_repeats): group -> the gem5 hash adopted, or None
+        self._chosen: dict[int, str | None] | None = None
+        self._partial: Counter[int] = Counter()  # group -> kept runs not adopted
+        self._adopted_failed = 0
 
-    def _match(self, point: SweepPoint, prov: Provenance) -> KeptRun | None:
-        """The kept done run that stands for this point, without recording anything."""
+    def _candidates(self, point: SweepPoint, prov: Provenance, states: tuple[str, ...]
+                    ) -> list[KeptRun]:  # fmt: skip
+        """The kept runs that may stand for this point: @states, same provenance."""
         found = self.by_point.get(self._ids(point)) if self.by_point else None
         want = prov_key(prov)
-        for k in reversed(found or []):  # the later --kept directory first
-            if k.state == "done" and k.prov == want:
-                return k
-        return None
+        return [k for k in found or [] if k.state in states and k.prov == want]
 
-    def whole_repeats(self, planned: Iterable[tuple[SweepPoint, Provenance]]) -> None:
-        """From now on adopt only runs whose whole repeat is kept (module doc):
-        every planned (point, provenance) of the repeat matched, on one binary."""
-        shas: dict[int, set[Any]] = defaultdict(set)
-        matched: Counter[int] = Counter()
+    def whole_repeats(self, planned: Iterable[tuple[SweepPoint, Provenance, bool]]) -> None:
+        """From now on adopt by whole repeat group only (module doc). @planned:
+        every planned run's (point, provenance, finished here)."""
         total: Counter[int] = Counter()
-        for point, prov in planned:
-            total[point.repeat] += 1
-            k = self._match(point, prov)
-            if k is not None:
-                matched[point.repeat] += 1
-                shas[point.repeat].add(k.gem5_sha256)
-        self._partial = {r: matched[r] for r in total
-                         if matched[r] and (matched[r] < total[r] or len(shas[r]) > 1)}  # fmt: skip
+        here: set[int] = set()
+        shas: dict[int, set[str]] = {}
+        for point, prov, done_here in planned:
+            g = repeat_group(point)
+            total[g] += 1
+            if done_here:
+                here.add(g)
+            mine = {b for k in self._candidates(point, prov, FINAL_STATES) if (b := _build(k))}
+            shas[g] = mine if g not in shas else shas[g] & mine
+        self._chosen = {g: None if g in here or not shas.get(g) else min(shas[g]) for g in total}
 
     def adopt(self, point: SweepPoint, planned_id: str, prov: Provenance) -> bool:
         """True when a kept run stands for this planned run (recorded in adopted)."""
         found = self.by_point.get(self._ids(point)) if self.by_point else None
         if not found:
             return False
+        if self._chosen is not None:
+            return self._adopt_whole(point, planned_id, prov)
         done = [k for k in found if k.state == "done"]
         if not done:
             self._not_done[found[-1].state] += 1
             return False
-        k = self._match(point, prov)
-        if k is None:
+        match = self._candidates(point, prov, ("done",))
+        if not match:
             self._count_differences(done[-1].prov, prov_key(prov))
             return False
-        if self._partial is not None and point.repeat in self._partial:
-            return False  # its repeat is kept in part: the whole repeat runs here
+        self._record(planned_id, match[-1], prov)  # the later --kept directory first
+        return True
+
+    def _adopt_whole(self, point: SweepPoint, planned_id: str, prov: Provenance) -> bool:
+        assert self._chosen is not None
+        g = repeat_group(point)
+        sha = self._chosen.get(g)
+        match = [k for k in self._candidates(point, prov, FINAL_STATES) if _build(k) == sha]
+        if sha is None or not match:
+            self._partial[g] += 1
+            return False
+        if match[-1].state != "done":
+            self._adopted_failed += 1
+        self._record(planned_id, match[-1], prov)
+        return True
+
+    def _record(self, planned_id: str, k: KeptRun, prov: Provenance) -> None:
         self.adopted[planned_id] = k
         if k.gem5_sha256 != prov.gem5_sha256:
             self._rebuilt[(k.gem5_sha256, prov.gem5_sha256)] += 1
-        return True
 
     def _count_differences(self, kept: tuple[Any, ...], here: tuple[Any, ...]) -> None:
         for name, a, b in zip(PROV_FIELDS, kept, here, strict=True):
@@ -208,10 +239,15 @@ class KeptRuns:
             out.append(f"kept: {sum(self._not_done.values())} planned run(s) match only kept "
                        f"runs that are not done ({states}); they run here")  # fmt: skip
         if self._partial:
-            reps = ", ".join(f"r{r}" for r in sorted(self._partial))
-            out.append(f"kept: {sum(self._partial.values())} kept run(s) of {len(self._partial)} "
-                       f"repeat(s) kept in part or on two gem5 binaries not adopted "
-                       f"(--kept-whole-repeats): {reps} run whole here")  # fmt: skip
+            groups = ", ".join(str(g) for g in sorted(self._partial))
+            out.append(f"kept: {sum(self._partial.values())} planned run(s) of "
+                       f"{len(self._partial)} repeat group(s) ({groups}; group = repeat // "
+                       "boot checkpoints) not adopted (--kept-whole-repeats: a group is "
+                       "adopted whole from one gem5 binary or runs here whole)")  # fmt: skip
+        if self._adopted_failed:
+            out.append(f"kept: {self._adopted_failed} kept run(s) adopted as failed "
+                       "(--kept-whole-repeats: a failure on another build is not run again "
+                       "here)")  # fmt: skip
         for (a, b), n in sorted(self._rebuilt.items(), key=str):
             out.append(f"kept: {n} run(s) adopted from another gem5 binary (kept {_short(a)}, "
                        f"here {_short(b)}; the frames record each run's)")  # fmt: skip
@@ -223,6 +259,15 @@ class KeptRuns:
         for k in self.adopted.values():
             ids[k.frames].add(k.run_id)
         return [(d, s) for d, s in ids.items() if s]
+
+
+def _build(k: KeptRun) -> str | None:
+    """The build a kept run's block is known by: its gem5 binary's hash; a
+    gem5 run without one cannot be placed in a block (None), a qemu run has
+    no gem5 binary (one block: qemu's timing is functional anyway)."""
+    if k.gem5_sha256:
+        return str(k.gem5_sha256)
+    return None if k.prov[PROV_FIELDS.index("backend")] == "gem5" else "no gem5 binary"
 
 
 def _short(v: Any) -> str:

@@ -11,6 +11,7 @@ import pytest
 
 import run_all
 from analysis.results import keep
+from analysis.results.frames import DERIVED_METRICS
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -86,6 +87,7 @@ def test_keep_no_report_keeps_frames_and_provenance_blind(
     other frames)."""
     sweep = tmp_path / "sweep"
     shutil.copytree(FIX / "sweep-quick", sweep)
+    assert keep.main([str(sweep), str(tmp_path / "findings" / "quick"), "--command", "x"]) == 0
     dest = tmp_path / "findings" / "stage"
     assert keep.main([str(sweep), str(dest), "--command", "x"]) == 0
     assert (dest / "report.md").is_file()
@@ -98,3 +100,18 @@ def test_keep_no_report_keeps_frames_and_provenance_blind(
     fresh = tmp_path / "findings" / "fresh"
     assert keep.main([str(sweep), str(fresh), "--command", "x", "--no-report"]) == 0
     assert sorted(p.name for p in fresh.iterdir()) == ["PROVENANCE.md", "frames"]
+    # no contrast between runs is written, nor a way to a report suggested
+    derived = set(DERIVED_METRICS)
+    full = keep.read_frames(tmp_path / "findings" / "quick" / "frames")
+    assert derived & set(full.metrics["metric"])
+    blind = keep.read_frames(fresh / "frames")
+    assert not derived & set(blind.metrics["metric"])
+    assert len(blind.metrics) == (~full.metrics["metric"].isin(derived)).sum()
+    prov = (fresh / "PROVENANCE.md").read_text()
+    assert "Kept blind" in prov and "Regenerate" not in prov
+    # a keep with a report, from the blind frames alone, derives the pairs again
+    again = tmp_path / "findings" / "again"
+    assert keep.main([str(fresh / "frames"), str(again), "--command", "x"]) == 0
+    rows = keep.read_frames(again / "frames").metrics
+    assert (rows["metric"].isin(derived)).sum() > 0
+    assert "improvement" in (again / "report.md").read_text()

@@ -22,7 +22,7 @@ from analysis.results import keep
 from analysis.results.frames import FramesError, build_frames, merge_frames, read_frames
 from analysis.sweep import backends as bk
 from analysis.sweep import driver
-from analysis.sweep.kept import load_kept
+from analysis.sweep.kept import load_kept, repeat_group
 from analysis.sweep.matrix import Run, iter_runs, points
 from analysis.sweep.point import PointIds, Provenance, canonical_json, point_id
 from analysis.sweep.rundir import RunDir, State
@@ -158,37 +158,42 @@ def test_no_replaced_note_when_nothing_failed_here(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------- whole repeats only
-def _kept_each(tmp: Path, provs: list[Provenance | None]) -> Path:
+def _kept_each(tmp: Path, provs: list[Provenance | None], failed: int | None = None) -> Path:
     """Frames of the quick spec's 4 runs (2 policies x repeats 0-1), run i
-    (spec_runs order) done on binary provs[i], or missing where None."""
+    (spec_runs order) finished on binary provs[i] (failed where i == @failed),
+    or missing where None."""
     old = tmp / "old-machine"
     for i, prov in enumerate(provs):
         if prov is not None:
-            finished(old, [spec_runs(prov)[i]], prov)
+            finished(old, [spec_runs(prov)[i]], prov, State.FAILED if i == failed else State.DONE)
     build_frames([old]).write(tmp / "kept" / "frames")
     return tmp / "kept" / "frames"
 
 
 def whole_plan(kept_dirs: list[Path], prov: Provenance, out: Path) -> driver.Plan:
     kept = load_kept(kept_dirs)
-    kept.whole_repeats((r.point, prov) for r in spec_runs(prov))
-    adopt = driver.kept_adopter(kept, bk.Artifacts(prov, {}))
-    plan = driver.make_plan(spec_runs(prov), out, rerun_failed=False, adopt=adopt)
+    art = bk.Artifacts(prov, {})
+    kept.whole_repeats(driver.whole_repeat_input(spec_runs(prov), out, art))
+    plan = driver.make_plan(spec_runs(prov), out, rerun_failed=False,
+                            adopt=driver.kept_adopter(kept, art))  # fmt: skip
     plan.notes.extend(kept.notes())
     return plan
+
+
+REPS = [r.point.repeat for r in spec_runs(PROV)]
+R1 = [i for i, r in enumerate(REPS) if r == 1]
 
 
 def test_whole_repeats_adopt_a_repeat_only_when_all_its_runs_are_kept(tmp_path: Path) -> None:
     """A pre-registered design whose pairs never span two gem5 builds: a repeat
     kept in part (the machine was lost mid-repeat) runs whole on the new one."""
-    reps = [r.point.repeat for r in spec_runs(PROV)]
-    last = max(i for i, r in enumerate(reps) if r == 1)
-    frames = _kept_each(tmp_path, [None if i == last else PROV for i in range(len(reps))])
+    frames = _kept_each(tmp_path, [None if i == R1[-1] else PROV for i in range(len(REPS))])
     plan = whole_plan([frames], REBUILT, tmp_path / "new")
     assert plan.skipped == {"kept": 2}
     assert {run.point.repeat for run, _ in plan.to_run} == {1} and len(plan.to_run) == 2
-    assert any("1 kept run(s) of 1 repeat(s) kept in part or on two gem5 binaries not adopted "
-               "(--kept-whole-repeats): r1 run whole here" in n for n in plan.notes)  # fmt: skip
+    assert ("kept: 1 planned run(s) of 1 repeat group(s) (1; group = repeat // boot "
+            "checkpoints) not adopted (--kept-whole-repeats: a group is adopted whole from one "
+            "gem5 binary or runs here whole)") in plan.notes  # fmt: skip
     # without the flag the kept run of repeat 1 is adopted and only its pair runs here
     plain = plan_with([frames], REBUILT, tmp_path / "new2")
     assert plain.skipped == {"kept": 3} and len(plain.to_run) == 1
@@ -196,14 +201,70 @@ def test_whole_repeats_adopt_a_repeat_only_when_all_its_runs_are_kept(tmp_path: 
 
 def test_whole_repeats_refuse_a_repeat_kept_on_two_binaries(tmp_path: Path) -> None:
     third = dataclasses.replace(PROV, gem5_sha256="c" * 64)
-    reps = [r.point.repeat for r in spec_runs(PROV)]
-    first1 = min(i for i, r in enumerate(reps) if r == 1)
-    frames = _kept_each(tmp_path, [third if i == first1 else PROV for i in range(len(reps))])
+    frames = _kept_each(tmp_path, [third if i == R1[0] else PROV for i in range(len(REPS))])
     plan = whole_plan([frames], REBUILT, tmp_path / "new")
     assert plan.skipped == {"kept": 2}
     assert {run.point.repeat for run, _ in plan.to_run} == {1} and len(plan.to_run) == 2
-    assert any("2 kept run(s) of 1 repeat(s)" in n and "r1 run whole here" in n
+    assert any(n.startswith("kept: 2 planned run(s) of 1 repeat group(s) (1;")
                for n in plan.notes)  # fmt: skip
+
+
+def test_whole_repeats_choose_the_binary_that_holds_the_whole_group(tmp_path: Path) -> None:
+    """Frames that hold a group twice (its partial copy on one build, its whole
+    copy on another) adopt the whole copy, whatever the rows' order."""
+    third = dataclasses.replace(PROV, gem5_sha256="c" * 64)
+    part = _kept_each(tmp_path / "a", [PROV if i == R1[0] else None for i in range(len(REPS))])
+    whole = _kept_each(tmp_path / "c", [third] * len(REPS))
+    for dirs in ([part, whole], [whole, part]):
+        kept = load_kept(dirs)
+        plan = whole_plan(dirs, REBUILT, tmp_path / "new")
+        assert plan.skipped == {"kept": 4} and not plan.to_run
+        kept.whole_repeats(driver.whole_repeat_input(spec_runs(REBUILT), tmp_path / "new",
+                                                     bk.Artifacts(REBUILT, {})))  # fmt: skip
+        for r in spec_runs(REBUILT):
+            assert kept.adopt(r.point, r.run_id, REBUILT)
+        assert {k.gem5_sha256 for k in kept.adopted.values()} == {"c" * 64}
+
+
+def test_whole_repeats_adopt_a_failure_as_a_failure(tmp_path: Path) -> None:
+    """A run that failed in the guest on the old build is not run again on the
+    new one (it is deterministic for its inputs, and the failure is a result)."""
+    frames = _kept_each(tmp_path, [PROV] * len(REPS), failed=R1[0])
+    plan = whole_plan([frames], REBUILT, tmp_path / "new")
+    assert plan.skipped == {"kept": 4} and not plan.to_run
+    assert ("kept: 1 kept run(s) adopted as failed (--kept-whole-repeats: a failure on "
+            "another build is not run again here)") in plan.notes  # fmt: skip
+    plain = plan_with([frames], REBUILT, tmp_path / "new2")  # without: the failure runs here
+    assert plain.skipped == {"kept": 3} and len(plain.to_run) == 1
+
+
+def test_whole_repeats_leave_a_group_that_finished_a_run_here_to_this_build(
+    tmp_path: Path,
+) -> None:
+    frames = _kept_each(tmp_path, [PROV] * len(REPS))
+    out = tmp_path / "new"
+    finished(out, [spec_runs(REBUILT)[R1[0]]], REBUILT)
+    plan = whole_plan([frames], REBUILT, out)
+    assert plan.skipped == {"kept": 2, "done": 1}
+    assert [run.point.repeat for run, _ in plan.to_run] == [1]
+
+
+def test_whole_repeats_never_adopt_gem5_runs_of_an_unknown_binary(tmp_path: Path) -> None:
+    """Frames kept before runs recorded their gem5 hash cannot say which
+    build a run came from, so they form no block."""
+    unknown = dataclasses.replace(PROV, gem5_sha256=None)
+    frames = _kept_each(tmp_path, [unknown] * len(REPS))
+    plan = whole_plan([frames], REBUILT, tmp_path / "new")
+    assert len(plan.to_run) == 4 and not plan.skipped
+    assert plan_with([frames], REBUILT, tmp_path / "new2").skipped == {"kept": 4}
+
+
+def test_a_repeat_group_is_one_cycle_of_the_boot_checkpoints() -> None:
+    p = spec_runs(PROV)[0].point
+    groups = [repeat_group(dataclasses.replace(p, repeat=r, machine={"boot_checkpoints": 3}))
+              for r in range(100, 106)]  # fmt: skip
+    assert groups == [33, 33, 34, 34, 34, 35]
+    assert [repeat_group(dataclasses.replace(p, repeat=r)) for r in (0, 1, 2)] == [0, 1, 2]
 
 
 def test_kept_whole_repeats_needs_kept(tmp_path: Path) -> None:
@@ -307,6 +368,11 @@ def test_sweep_with_kept_runs_is_complete_and_reports_them(
     assert len(reported) == 4 and set(reported["gem5_sha256"].dropna()) == {"b" * 64}
     assert "from 4 runs" in (out / "report.md").read_text()
     assert "2 run(s) of sweep.json kept" in driver.status_table(out)
+    # `report DIR` of that sweep reports its kept runs too, as its own report did
+    again = tmp_path / "again"
+    assert run_all.main(["report", str(out), "--out", str(again)]) == 0
+    assert len(read_frames(again / "frames").runs) == 4
+    assert "from 4 runs" in (again / "report.md").read_text()
     # --kept-whole-repeats: repeat 0 is kept whole, so the same two are adopted
     whole = tmp_path / "whole"
     code, text = run(whole, "sweep.repeats=2", kept=[dest / "frames"], kept_whole_repeats=True)
