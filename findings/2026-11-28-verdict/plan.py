@@ -4,7 +4,10 @@ amendment 7), from the pilot's frames.
 
     python3 findings/2026-11-28-verdict/plan.py PILOT_FRAMES [NB_FRAMES]
 
-PILOT_FRAMES: `./run_all.py report` frames of stage B6 (all its runs);
+PILOT_FRAMES: the frames of stage B6 with the runs it adopted from earlier
+blocks (`python3 -m analysis.results.keep <results> <dir> --no-report` from the
+freeze's worktree: one run per point; a point with two runs, or a repeat
+group whose runs span two gem5 binaries, is refused as in analyse.py);
 NB_FRAMES: those of the NUMA-balancing check run (absent: no arm 4).
 Prints n, the cost figures, the arms that join in order and the projected
 CPU-hours; nothing is decided here that the rules leave open.
@@ -23,7 +26,9 @@ from scipy import stats
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 sys.path.insert(0, str(HERE.parent / "2026-11-28-verdict-pilot"))
+sys.path.insert(0, str(HERE))
 
+from analyse import Refused, group_blocks  # noqa: E402  (one rule for blocks, as the analysis)
 from pilot import BLOCK, costs, endpoint, fallback_medians, repeats_needed, run_gates  # noqa: E402
 
 from analysis.results.frames import read_plain  # noqa: E402
@@ -60,8 +65,24 @@ def mix_value(metrics: pd.DataFrame, run_ids: pd.Series, metric: str) -> pd.Seri
     return metrics[sel].set_index("run_id")["value"]
 
 
+def one_block_per_group(runs: pd.DataFrame, mix: str) -> None:
+    """ValueError unless the pilot's runs on @mix at f = 1.6 hold one run per
+    point and every repeat group on one gem5 binary (PLAN.md amendment 8)."""
+    mine = runs[(runs["mix"] == mix) & ((runs["numa_factor"] - 1.6).abs() < 1e-9)]
+    pid = mine["point_id"].astype(object)
+    if pid.duplicated().any():
+        n = int(pid.duplicated().sum())
+        raise ValueError(f"{n} point(s) of {mix} have two runs: give the frames of "
+                         "`keep <results> <dir> --no-report` (one per point)")  # fmt: skip
+    try:
+        group_blocks(mine)
+    except Refused as e:
+        raise ValueError(str(e)) from e
+
+
 def numbers(pilot: Path, nb: Path | None = None, mix: str = MIX) -> Numbers:
     metrics, runs = read_plain(pilot)
+    one_block_per_group(runs, mix)
     d = endpoint(metrics, mix)
     s = float(d.std(ddof=1))
     s_u, n_rule, n = repeats_needed(s, len(d))
