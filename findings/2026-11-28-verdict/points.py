@@ -1,7 +1,7 @@
 """The planned points of the verdict's spec, as the tree that runs the sweep
 computes them: the content of ``runs.txt`` (PREREGISTRATION.md, section 2).
 
-    python3 findings/2026-11-28-verdict/points.py --root /work/frozen-9386392 \\
+    python3 findings/2026-11-28-verdict/points.py --root /work/frozen-<freeze> \\
         findings/2026-11-28-verdict/verdict.toml > findings/2026-11-28-verdict/runs.txt
 
 One line per point: its point id (the SHA-256 of the point alone, the frames'
