@@ -9,6 +9,8 @@ set -u
 RES=$(realpath "$1")
 HERE=$(cd "$(dirname "$0")" && pwd)
 MAIN=$(cd "$HERE/../.." && pwd)
+PY="${NUMA_LB_PYTHON:-$MAIN/.venv/bin/python}"  # the project's Python (.ci/setup), as run_all.py
+[ -x "$PY" ] || PY=python3
 SCRATCH=$(mktemp -d /tmp/watch.XXXXXX)
 last=-1
 SWEEP="run_all.py run .*--out [^ ]*$(basename "$RES")( |\$)"
@@ -17,7 +19,7 @@ while pgrep -f "$SWEEP" >/dev/null; do
   if [ "$n" != "$last" ]; then
     last=$n
     (cd "$MAIN" && nice ./run_all.py report "$RES" --out "$SCRATCH" > "$SCRATCH.log" 2>&1)
-    bad=$(cd "$MAIN" && python3 - "$SCRATCH/frames" <<'P'
+    bad=$(cd "$MAIN" && "$PY" - "$SCRATCH/frames" <<'P'
 import sys
 from pathlib import Path
 sys.path.insert(0, "findings/2026-11-28-verdict")
