@@ -29,6 +29,12 @@ d = g[(g["state"] == "done") & (g["stalled_cpus"].fillna(0) > 0)]
 print(" ".join(f"{i[:16]}:{int(v)}" for i, v in d["stalled_cpus"].items()))
 P
 )
+    rc=$?
+    if [ $rc -ne 0 ] || [ ! -s "$SCRATCH/frames/runs.parquet" ]; then
+      # a watcher that cannot read the gates must not pass for one that saw none
+      echo "$(date -u +%H:%M) WATCHER ERROR (exit $rc): the gates were not read; see $SCRATCH.log"
+      exit 2
+    fi
     echo "$(date -u +%H:%M) done=$n stalled=[$bad]"
     if [ -n "$bad" ]; then
       echo "PLATFORM GATE FAILED: stopping the sweep (SIGINT)"
