@@ -16,7 +16,7 @@ last=-1
 SWEEP="run_all.py run .*--out [^ ]*$(basename "$RES")( |\$)"
 while pgrep -f "$SWEEP" >/dev/null; do
   n=$(grep -l '"state": "done"' "$RES"/runs/*/status.json 2>/dev/null | wc -l)
-  if [ "$n" != "$last" ]; then
+  if [ "$n" != "$last" ] && [ "$n" -gt 0 ]; then
     last=$n
     (cd "$MAIN" && nice ./run_all.py report "$RES" --out "$SCRATCH" > "$SCRATCH.log" 2>&1)
     bad=$(cd "$MAIN" && "$PY" - "$SCRATCH/frames" <<'P'
