@@ -88,14 +88,26 @@ def choose_mix(gates: pd.DataFrame, amendment5: bool = True, platform: bool = Fa
     return None
 
 
-def endpoint(metrics: pd.DataFrame, mix: str, policy: str = "excl") -> pd.Series:
-    """Rule 2 per repeat: mean over programs of ln(t_default / t_policy)."""
+def endpoint(
+    metrics: pd.DataFrame, mix: str, policy: str = "excl", factor: float = 1.6
+) -> pd.Series:
+    """Rule 2 per repeat: mean over programs of ln(t_default / t_policy), at
+    the pilot's NUMA factor (a frame with other factors, e.g. b192 in the
+    tests, is not averaged over them)."""
     p = metrics[
         (metrics["entity_type"] == "program")
         & (metrics["metric"] == "elapsed_s")
         & (metrics["mix"] == mix)
+        & ((metrics["numa_factor"] - factor).abs() < 1e-9)
         & metrics["policy"].isin(("default", policy))
     ]
+    if set(p["policy"]) != {"default", policy}:
+        raise ValueError(f"no program times of both default and {policy} on {mix} at "
+                         f"f = {factor:g}")  # fmt: skip
+    twice = p.duplicated(["repeat", "entity", "policy"])
+    if twice.any():  # pivot_table would average two runs of one point (two blocks)
+        raise ValueError(f"{int(twice.sum())} program time(s) of {mix} appear twice for one "
+                         "policy and repeat: give frames with one run per point")  # fmt: skip
     t = p.pivot_table(index=["repeat", "entity"], columns="policy", values="value")
     t = t.dropna()
     return (t["default"] / t[policy]).map(math.log).groupby(level="repeat").mean()

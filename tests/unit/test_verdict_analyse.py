@@ -159,10 +159,19 @@ def test_the_plan_follows_rule_3_and_the_budget_rule_on_real_runs() -> None:
 
 def test_a_primary_over_budget_is_cut_to_a_multiple_of_3(monkeypatch: pytest.MonkeyPatch) -> None:
     full = plan.numbers(B192, mix="lb3-block192")
+    monkeypatch.setattr(plan, "repeats_needed", lambda s, k: (3 * s, 20, 21))  # a wide pilot
     monkeypatch.setattr(plan, "BUDGET_S", 2 * 8 * full.run_s)  # room for 8 pairs
     x = plan.numbers(B192, mix="lb3-block192")
-    assert full.n > 8 and x.n == 6 and x.arms == ()
-    assert x.half_width(x.s_u) > full.half_width(full.s_u)
+    assert (x.n_rule, x.n, x.arms) == (20, 6, ())  # 8 pairs fit: cut to 6, a multiple of 3
+    monkeypatch.setattr(plan, "BUDGET_S", 2 * 4 * full.run_s)  # room for 4: the floor, 6
+    assert plan.numbers(B192, mix="lb3-block192").n == plan.MIN_N
+
+
+def test_a_pilot_frame_without_the_mix_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert plan.main([str(B192)]) == 1  # the default mix, verdict-h, is not in b192
+    assert "no program times of both default and excl on verdict-h at f = 1.6" in (
+        capsys.readouterr().err
+    )
 
 
 def test_a_pilot_with_fewer_than_3_pairs_gives_no_plan(capsys: pytest.CaptureFixture[str]) -> None:

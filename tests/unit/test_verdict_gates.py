@@ -358,3 +358,15 @@ def test_the_new_tables_escape_their_inputs(b192: Frames) -> None:
     assert "<img src=x" not in html and "&lt;img src=x&gt;|p" in html
     md = to_markdown([Section("t"), s], "files")
     assert "<img src=x" not in md and "&lt;img src=x>\\|p" in md
+
+
+def test_the_endpoint_refuses_two_runs_of_a_point(pilot: ModuleType, b192: Frames) -> None:
+    """Two runs of one point (e.g. a repeat run on two gem5 builds, PLAN.md
+    amendment 8) would be averaged by the pivot: refused instead."""
+    m = b192.metrics
+    d = pilot.endpoint(m, "lb3-block192")
+    assert len(d) == 3
+    one = m[(m["run_id"] == m["run_id"].iloc[0])].copy()
+    one["run_id"] = "0" * 64
+    with pytest.raises(ValueError, match="appear twice for one policy and repeat"):
+        pilot.endpoint(pd.concat([m, one]), "lb3-block192")
