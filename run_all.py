@@ -399,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_USAGE
         out = a.out or a.dirs[0]
         try:  # a sweep that adopted kept runs (--kept) is reported with them
-            with_kept = sweeps_with_kept(a.dirs)
+            with_kept = sweeps_with_kept(a.dirs, out)
         except (OSError, ValueError, FramesError) as e:
             print(f"error: report: {e}", file=sys.stderr)
             return EXIT_USAGE

@@ -111,6 +111,18 @@ class Frames:
         return Frames(*keep)
 
 
+def kept_rows(d: Path, ids: set[str]) -> Frames:
+    """The rows of the adopted runs @ids in the kept frames dir @d; FramesError
+    naming the ids that dir no longer holds (a keep or report would lose them)."""
+    fr = read_frames(Path(d))
+    gone = ids - set(fr.runs["run_id"].astype(str))
+    if gone:
+        raise FramesError(f"{d}: {len(gone)} adopted run(s) no longer in its runs.parquet "
+                          f"({', '.join(sorted(gone)[:3])[:60]}...): they would be lost; "
+                          "check out the frames the sweep adopted them from")  # fmt: skip
+    return fr.only(ids)
+
+
 def without_derived(fr: Frames) -> Frames:
     """The runs' own rows only: no add_speedup rows (pairs of runs), as a
     blind keep writes them (keep.py --no-report)."""

@@ -48,6 +48,7 @@ from .frames import (
     Frames,
     FramesError,
     build_frames,
+    kept_rows,
     merge_frames,
     read_frames,
     with_derived,
@@ -143,7 +144,7 @@ def read_input(p: Path) -> tuple[Frames, dict[str, Any] | None]:
     kept = kept_inputs(p, m)
     if not kept:
         return build_frames([p]), m
-    parts = [(str(d), read_frames(d).only(ids)) for d, ids in kept]
+    parts = [(str(d), kept_rows(d, ids)) for d, ids in kept]
     here = build_frames([p])
     replaced = set((m.get("kept") or {}).keys())
     parts.append((str(p), here.only(set(here.runs["run_id"].dropna()) - replaced)))
@@ -153,13 +154,29 @@ def read_input(p: Path) -> tuple[Frames, dict[str, Any] | None]:
     return fr, m
 
 
-def sweeps_with_kept(dirs: list[Path]) -> tuple[Frames, list[str]] | None:
-    """The frames of sweep dirs with the kept runs they adopted (read_input),
-    merged, when any of them adopted some; None when none did (`report DIR`
-    then reads the run directories alone, as before)."""
-    if not any(kept_inputs(d, _manifest(d)) for d in dirs if (d / "sweep.json").is_file()):
+def sweeps_with_kept(dirs: list[Path], out: Path) -> tuple[Frames, list[str]] | None:
+    """The frames of the dirs with the kept runs their sweeps adopted
+    (read_input; a dir without sweep.json: its run directories), merged, when
+    a sweep among them adopted some; None when none did (`report DIR` then
+    reads the run directories alone, as before). ValueError: a parent dir
+    holding a sweep that adopted kept runs (give the sweep dir itself), or
+    @out/frames being a frames dir the kept runs are read from."""
+    kept: list[Path] = []
+    for d in dirs:
+        if (d / "sweep.json").is_file():
+            kept += [k for k, _ in kept_inputs(d, _manifest(d))]
+            continue
+        for sj in d.rglob("sweep.json"):
+            if kept_inputs(sj.parent, _manifest(sj.parent)):
+                raise ValueError(f"{sj.parent} adopted kept runs (--kept): report it as a "
+                                 f"sweep dir of its own, not through {d}")  # fmt: skip
+    if not kept:
         return None
-    parts = [(str(d), read_input(d)[0]) for d in dirs]
+    if (out / "frames").resolve() in {k.resolve() for k in kept}:
+        raise ValueError(f"{out / 'frames'} holds kept runs a sweep adopted: the report's "
+                         "frames would replace them there; give another --out")  # fmt: skip
+    parts = [(str(d), read_input(d)[0] if (d / "sweep.json").is_file() else build_frames([d]))
+             for d in dirs]  # fmt: skip
     return merge_frames(parts)
 
 
@@ -265,22 +282,24 @@ def _write_frames(fr: Frames, dest: Path) -> None:
 
 
 def _refuse_to_drop(dest: Path, fr: Frames) -> None:
-    """Keeping into a finding whose frames hold done runs the inputs do not
-    would lose them silently (e.g. the inputs are a sweep that adopted only
-    some of them with --kept): ValueError naming them; give dest/frames as an
-    input too to keep them."""
+    """Keeping into a finding whose frames hold runs the inputs do not would
+    lose them silently (e.g. the inputs are a sweep that adopted only some of
+    them with --kept; or a blind keep without the finding's frames, whose
+    failed runs of a repeat group cut by a machine change the analysis still
+    reads): ValueError naming them; give dest/frames as an input too."""
     old = dest / "frames"
     if not is_frames_dir(old):
         return
     runs = read_frames(old).runs
-    lost = runs[(runs["state"] == "done") & ~runs["run_id"].isin(set(fr.runs["run_id"]))]
+    lost = runs[~runs["run_id"].isin(set(fr.runs["run_id"]))]
     if len(lost):
+        n_done = int((lost["state"] == "done").sum())
         names = ", ".join(
             f"{r.policy} f={r.numa_factor:g} r{r['repeat']} ({str(r.run_id)[:16]})"
             for _, r in lost.head(5).iterrows()
         )
         raise ValueError(
-            f"{old} holds {len(lost)} done run(s) the inputs do not ({names}"
+            f"{old} holds {len(lost)} run(s) ({n_done} done) the inputs do not ({names}"
             f"{', ...' if len(lost) > 5 else ''}): keeping would lose them; give {old} "
             "as an input too, or remove it to replace the finding"
         )

@@ -46,7 +46,13 @@ from .document import (  # noqa: F401 - the document model, re-exported for call
     to_markdown,
 )
 from .figures import best_worst, fig11, fig12, fig13, fig14, heatmaps
-from .frames import Frames, build_frames, merge_frames, read_frames, read_frames_many
+from .frames import (
+    Frames,
+    build_frames,
+    kept_rows,
+    merge_frames,
+    read_frames_many,
+)
 from .reference import cfg_label, family, ref_threads, reference_group, select
 from .sections import (
     NO_GATE,
@@ -195,7 +201,7 @@ def write_report(
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    parts = [(str(d), read_frames(Path(d)).only(ids)) for d, ids in kept or []]
+    parts = [(str(d), kept_rows(Path(d), ids)) for d, ids in kept or []]
     parts.append((", ".join(map(str, dirs)), build_frames(dirs, run_ids=run_ids)))
     fr, notes = merge_frames(parts)
     fpaths = fr.write(out / "frames")

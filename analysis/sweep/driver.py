@@ -211,11 +211,13 @@ def make_plan(
 def whole_repeat_input(
     runs: Iterable[Run], out: Path, art: bk.Artifacts
 ) -> Iterator[tuple[SweepPoint, Provenance, bool]]:
-    """(point, provenance, finished here) per planned run, for KeptRuns.whole_repeats."""
+    """(point, provenance, started here) per planned run, for KeptRuns.whole_repeats:
+    a run directory here in any state but pending or interrupted (done, failed,
+    timed out, running, or left running by a dead worker: its group runs here)."""
     existing = existing_run_dirs(out)
-    final = (State.DONE, *RERUN_ON_REQUEST)
+    unstarted = (None, State.PENDING, State.INTERRUPTED)
     for run in runs:
-        here = run.dirname in existing and RunDir(run.path(out)).state() in final
+        here = run.dirname in existing and RunDir(run.path(out)).state() not in unstarted
         yield run.point, art.provenance_for(run.point.boot_kernel), here
 
 
@@ -328,17 +330,17 @@ def run_sweep(spec: Spec, opt: Options) -> int:
         return EXIT_PREREQ
 
     w(f"sweep {spec.name}: {run_count(spec)} runs ({spec.source}); output {out}\n")
+    if opt.executor == "slurm" and not opt.dry_run:  # dead nodes' "running" -> interrupted
+        from .slurm import reconcile_dir
+
+        reconcile_dir(out)
     runs = iter_runs(spec, backend, art.provenance, art.kernel_ids())
     if kept is not None and opt.kept_whole_repeats:
-        kept.whole_repeats(whole_repeat_input(runs, out, art))
+        kept.whole_repeats(whole_repeat_input(runs, out, art), opt.rerun_failed)
         runs = iter_runs(spec, backend, art.provenance, art.kernel_ids())
     adopt = kept_adopter(kept, art)
     if opt.dry_run:
         return dry_run(spec, opt, art, runs, out, adopt, kept)
-    if opt.executor == "slurm":  # runs a dead node left "running" become interrupted
-        from .slurm import reconcile_dir
-
-        reconcile_dir(out)
     plan = make_plan(runs, out, opt.rerun_failed, adopt=adopt)
     plan.notes.extend(kept.notes() if kept else [])
     _plan_summary(w, len(plan.to_run), plan.skipped, plan.notes)
@@ -355,7 +357,7 @@ def run_sweep(spec: Spec, opt: Options) -> int:
             code = _run_slurm(spec, out, opt, plan, art)
             if code == EXIT_INTERRUPTED or not opt.wait:
                 return code  # --no-wait: submitted, nothing to report yet
-    final = final_states(out, plan.run_ids, plan.kept)
+    final = final_states(out, plan.run_ids, kept_states(kept, plan.kept))
     w(f"sweep {spec.name}: {summary_line(final)}\n")
     if code == EXIT_OK and any(k not in ("done", "kept") for k in final):
         code = EXIT_FAILED_RUNS
@@ -503,14 +505,24 @@ def boots_first(
     return first + rest
 
 
-def final_states(out: Path, run_ids: list[str], kept: Collection[str] = ()) -> Counter:
+def kept_states(kept: KeptRuns | None, ids: Collection[str]) -> dict[str, str]:
+    """planned run id -> the state of the kept run that stands for it."""
+    return {rid: kept.adopted[rid].state for rid in ids} if kept else {}
+
+
+def final_states(
+    out: Path, run_ids: list[str], kept: Collection[str] | dict[str, str] = ()
+) -> Counter:
     """State counts of the sweep's runs; a run without a directory never started;
-    a run a kept run stands for is "kept" (finished, on another machine)."""
+    a run a kept run stands for is "kept" (done, on another machine), or "kept
+    failed" / "kept timeout" (@kept as a dict: planned id -> the kept run's state;
+    --kept-whole-repeats adopts failures)."""
     existing = existing_run_dirs(out)
     counts: Counter = Counter()
+    states = kept if isinstance(kept, dict) else dict.fromkeys(kept, "done")
     for rid in run_ids:
-        if rid in kept:
-            counts["kept"] += 1
+        if rid in states:
+            counts["kept" if states[rid] == "done" else f"kept {states[rid]}"] += 1
             continue
         name = rid[:ID_LEN_DIR]
         st = RunDir(out / "runs" / name).state() if name in existing else None
@@ -608,7 +620,7 @@ def kept_record(kept: KeptRuns | None) -> dict[str, dict[str, str]]:
     its frames directory, an absolute path (load_kept resolves it), where keep
     reads it back."""
     adopted = kept.adopted.items() if kept else ()
-    return {p: {"run_id": k.run_id, "frames": str(k.frames)} for p, k in adopted}
+    return {p: {"run_id": k.run_id, "frames": str(k.frames), "state": k.state} for p, k in adopted}
 
 
 def git_state() -> dict[str, Any] | None:
@@ -648,8 +660,13 @@ def status_table(out: Path) -> str:
     if isinstance(planned, list):
         have = set(names) | {r[:ID_LEN_DIR] for r in kept}
         missing = sum(1 for r in planned if isinstance(r, str) and r[:ID_LEN_DIR] not in have)
-        if kept:
-            lines.append(f"{len(kept)} run(s) of sweep.json kept (done on another machine, --kept)")
+        done = sum(1 for v in kept.values() if not isinstance(v, dict) or
+                   v.get("state", "done") == "done")  # fmt: skip
+        if done:
+            lines.append(f"{done} run(s) of sweep.json kept (done on another machine, --kept)")
+        if len(kept) - done:
+            lines.append(f"{len(kept) - done} run(s) of sweep.json kept as failed or timed out "
+                         "on another machine (--kept-whole-repeats)")  # fmt: skip
         if missing:
             lines.append(f"{missing} run(s) of sweep.json not started (no run directory yet)")
     return "\n".join(lines)

@@ -160,6 +160,7 @@ class KeptRuns:
         self._chosen: dict[int, str | None] | None = None
         self._partial: Counter[int] = Counter()  # group -> kept runs not adopted
         self._adopted_failed = 0
+        self._states: tuple[str, ...] = FINAL_STATES  # what whole_repeats may adopt
 
     def _candidates(self, point: SweepPoint, prov: Provenance, states: tuple[str, ...]
                     ) -> list[KeptRun]:  # fmt: skip
@@ -168,9 +169,14 @@ class KeptRuns:
         want = prov_key(prov)
         return [k for k in found or [] if k.state in states and k.prov == want]
 
-    def whole_repeats(self, planned: Iterable[tuple[SweepPoint, Provenance, bool]]) -> None:
+    def whole_repeats(
+        self, planned: Iterable[tuple[SweepPoint, Provenance, bool]], rerun_failed: bool = False
+    ) -> None:
         """From now on adopt by whole repeat group only (module doc). @planned:
-        every planned run's (point, provenance, finished here)."""
+        every planned run's (point, provenance, started here). @rerun_failed: a
+        kept failure does not count (its group runs here whole, the failure
+        included: a host-side failure gets its one re-run on this build)."""
+        self._states = ("done",) if rerun_failed else FINAL_STATES
         total: Counter[int] = Counter()
         here: set[int] = set()
         shas: dict[int, set[str]] = {}
@@ -179,7 +185,7 @@ class KeptRuns:
             total[g] += 1
             if done_here:
                 here.add(g)
-            mine = {b for k in self._candidates(point, prov, FINAL_STATES) if (b := _build(k))}
+            mine = {b for k in self._candidates(point, prov, self._states) if (b := _build(k))}
             shas[g] = mine if g not in shas else shas[g] & mine
         self._chosen = {g: None if g in here or not shas.get(g) else min(shas[g]) for g in total}
 
@@ -205,7 +211,7 @@ class KeptRuns:
         assert self._chosen is not None
         g = repeat_group(point)
         sha = self._chosen.get(g)
-        match = [k for k in self._candidates(point, prov, FINAL_STATES) if _build(k) == sha]
+        match = [k for k in self._candidates(point, prov, self._states) if _build(k) == sha]
         if sha is None or not match:
             self._partial[g] += 1
             return False

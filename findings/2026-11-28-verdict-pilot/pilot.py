@@ -104,6 +104,10 @@ def endpoint(
     if set(p["policy"]) != {"default", policy}:
         raise ValueError(f"no program times of both default and {policy} on {mix} at "
                          f"f = {factor:g}")  # fmt: skip
+    for col in ("threads", "numa_balancing", "sockets", "cores_per_socket", "kernel_variant"):
+        if col in p.columns and p[col].nunique(dropna=False) > 1:
+            raise ValueError(f"the program times of {mix} at f = {factor:g} span several "
+                             f"{col} values: give one configuration's frames")  # fmt: skip
     twice = p.duplicated(["repeat", "entity", "policy"])
     if twice.any():  # pivot_table would average two runs of one point (two blocks)
         raise ValueError(f"{int(twice.sum())} program time(s) of {mix} appear twice for one "

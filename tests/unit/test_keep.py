@@ -71,7 +71,7 @@ def test_keep_refuses_to_drop_runs_the_finding_holds(
     capsys.readouterr()
     assert keep.main([str(fewer), str(dest), "--command", "y"]) == 2
     err = capsys.readouterr().err
-    assert "holds 1 done run(s) the inputs do not" in err and gone.name in err
+    assert "holds 1 run(s) (1 done) the inputs do not" in err and gone.name in err
     assert (dest / "frames" / "runs.parquet").read_bytes() == before
     # with the finding's own frames as an input, nothing is lost
     assert keep.main([str(dest / "frames"), str(fewer), str(dest), "--command", "y"]) == 0

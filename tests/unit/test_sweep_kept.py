@@ -259,6 +259,77 @@ def test_whole_repeats_never_adopt_gem5_runs_of_an_unknown_binary(tmp_path: Path
     assert plan_with([frames], REBUILT, tmp_path / "new2").skipped == {"kept": 4}
 
 
+def test_whole_repeats_leave_a_group_with_a_run_started_here_to_this_build(
+    tmp_path: Path,
+) -> None:
+    """A run left running here (its worker gone: stale; or live elsewhere) is
+    this build's: its group is not adopted, or it would mix two builds."""
+    frames = _kept_each(tmp_path, [PROV] * len(REPS))
+    out = tmp_path / "new"
+    rd = RunDir(spec_runs(REBUILT)[R1[0]].path(out))
+    r = spec_runs(REBUILT)[R1[0]]
+    rd.create({"run_id": r.run_id, "label": r.point.label(), "point": r.point.to_dict(),
+               "provenance": REBUILT.to_dict()}, {})  # fmt: skip
+    rd.transition(State.RUNNING)  # no live worker: stale
+    plan = whole_plan([frames], REBUILT, out)
+    assert plan.skipped == {"kept": 2} and sorted(rr.point.repeat for rr, _ in plan.to_run) == [
+        1,
+        1,
+    ]
+    # planning marked it interrupted (no live worker): no result here, so adopted now
+    assert whole_plan([frames], REBUILT, out).skipped == {"kept": 4}
+
+
+def test_whole_repeats_with_rerun_failed_run_a_group_with_a_failure_here(tmp_path: Path) -> None:
+    """--rerun-failed: a kept failure (a host-side one owed its re-run) is not
+    adopted, and its group runs here whole."""
+    frames = _kept_each(tmp_path, [PROV] * len(REPS), failed=R1[0])
+    kept = load_kept([frames])
+    art = bk.Artifacts(REBUILT, {})
+    out = tmp_path / "new"
+    kept.whole_repeats(driver.whole_repeat_input(spec_runs(REBUILT), out, art), True)
+    plan = driver.make_plan(spec_runs(REBUILT), out, rerun_failed=True,
+                            adopt=driver.kept_adopter(kept, art))  # fmt: skip
+    assert plan.skipped == {"kept": 2} and len(plan.to_run) == 2
+
+
+def test_an_adopted_failure_counts_as_kept_failed(tmp_path: Path) -> None:
+    frames = _kept_each(tmp_path, [PROV] * len(REPS), failed=R1[0])
+    kept = load_kept([frames])
+    art = bk.Artifacts(REBUILT, {})
+    out = tmp_path / "new"
+    kept.whole_repeats(driver.whole_repeat_input(spec_runs(REBUILT), out, art))
+    plan = driver.make_plan(spec_runs(REBUILT), out, False, adopt=driver.kept_adopter(kept, art))
+    final = driver.final_states(out, plan.run_ids, driver.kept_states(kept, plan.kept))
+    assert final == {"kept": 3, "kept failed": 1}
+    rec = driver.kept_record(kept)
+    assert sorted(v["state"] for v in rec.values()) == ["done", "done", "done", "failed"]
+
+
+def test_whole_repeats_group_the_repeats_of_one_checkpoint_cycle(tmp_path: Path) -> None:
+    """machine.boot_checkpoints = 3: repeats 0-2 are one group, 3 the next."""
+
+    def runs_of(prov: Provenance) -> list[Run]:
+        spec = load_spec(preset="quick",
+                         overrides=["sweep.repeats=4", "machine.boot_checkpoints=3"])  # fmt: skip
+        return list(iter_runs(spec, "gem5", prov, {"release": prov.kernel_build_id}))
+
+    old = tmp_path / "old"
+    first = runs_of(PROV)
+    lost = next(i for i, r in enumerate(first) if r.point.repeat == 2)
+    finished(old, [r for i, r in enumerate(first) if i != lost], PROV)
+    build_frames([old]).write(tmp_path / "kept")
+    kept = load_kept([tmp_path / "kept"])
+    art = bk.Artifacts(REBUILT, {})
+    out = tmp_path / "new"
+    kept.whole_repeats(driver.whole_repeat_input(runs_of(REBUILT), out, art))
+    plan = driver.make_plan(runs_of(REBUILT), out, False, adopt=driver.kept_adopter(kept, art))
+    plan.notes.extend(kept.notes())
+    assert sorted({r.point.repeat for r, _ in plan.to_run}) == [0, 1, 2]
+    assert plan.skipped == {"kept": 2}  # repeat 3's two runs
+    assert any("(0; group = repeat // boot checkpoints)" in n for n in plan.notes)
+
+
 def test_a_repeat_group_is_one_cycle_of_the_boot_checkpoints() -> None:
     p = spec_runs(PROV)[0].point
     groups = [repeat_group(dataclasses.replace(p, repeat=r, machine={"boot_checkpoints": 3}))
@@ -342,7 +413,10 @@ def test_run_all_takes_repeated_kept_flags() -> None:
 
 # ------------------------------------------------------- the sweep, end to end
 def test_sweep_with_kept_runs_is_complete_and_reports_them(
-    tmp_path: Path, host_backend: None, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    host_backend: None,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     first = tmp_path / "first"
     code, text = run(first, "sweep.repeats=1")
@@ -373,6 +447,14 @@ def test_sweep_with_kept_runs_is_complete_and_reports_them(
     assert run_all.main(["report", str(out), "--out", str(again)]) == 0
     assert len(read_frames(again / "frames").runs) == 4
     assert "from 4 runs" in (again / "report.md").read_text()
+    capsys.readouterr()
+    # not over the kept frames themselves; and not without them
+    assert run_all.main(["report", str(out), "--out", str(dest)]) == 2
+    assert "holds kept runs a sweep adopted" in capsys.readouterr().err
+    shutil.move(dest, tmp_path / "moved")
+    assert run_all.main(["report", str(out), "--out", str(again)]) == 2
+    assert "which no longer exists" in capsys.readouterr().err
+    shutil.move(tmp_path / "moved", dest)
     # --kept-whole-repeats: repeat 0 is kept whole, so the same two are adopted
     whole = tmp_path / "whole"
     code, text = run(whole, "sweep.repeats=2", kept=[dest / "frames"], kept_whole_repeats=True)
