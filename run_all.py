@@ -431,8 +431,9 @@ def main(argv: list[str] | None = None) -> int:
 
         return bench_main(a.runs, a.src, a.workdir, a.keep)
 
+    from analysis.cache import export_parsec_default
     from analysis.sweep.driver import Options, run_sweep
-    from analysis.sweep.spec import SpecError, load_spec
+    from analysis.sweep.spec import SpecError, load_spec, needs_parsec_build
 
     if (a.spec is None) == (a.preset is None):
         print(
@@ -444,6 +445,8 @@ def main(argv: list[str] | None = None) -> int:
     except SpecError as e:
         print(f"error: invalid sweep spec: {e}", file=sys.stderr)
         return EXIT_USAGE
+    if needs_parsec_build(spec):
+        export_parsec_default()  # PARSEC_SRC unset: the cache's PARSEC tree, when it is there
     opt = Options(
         out=a.out,
         executor=a.executor,
@@ -469,9 +472,6 @@ if __name__ == "__main__":
     from analysis.project_python import reexec
 
     reexec(__file__, sys.argv[1:])  # the clone's .venv (made by .ci/setup), if not running it
-    from analysis.cache import export_parsec_default
-
-    export_parsec_default()  # PARSEC_SRC unset: the cache's PARSEC tree, when it is there
     try:
         sys.exit(main())
     except KeyboardInterrupt:

@@ -909,6 +909,16 @@ def _validate_thread_limits(axes: dict[str, list[Any]], mixes: dict[str, Any]) -
                 )
 
 
+def needs_parsec_build(spec: Spec) -> bool:
+    """Whether SPEC runs a PARSEC program from our image's PARSEC build (the
+    numa-lb launcher): only then does run_all.py default PARSEC_SRC to the
+    cache's tree, so a sweep without PARSEC gets the PARSEC-free image whatever
+    the cache holds (README "PARSEC"; a pitfall in docs/DESIGN.md)."""
+    return spec.job["parsec_launcher"] == "numa-lb" and any(
+        "parsec" in p for mx in spec.axes["mix"] for p in spec.mixes[mx]
+    )
+
+
 def parsec_image_problem(spec: Spec, image_meta: dict[str, Any] | None) -> str | None:
     """Why the image cannot run SPEC's PARSEC programs through the numa-lb launcher
     (our PARSEC build, image.json "parsec"), or None. No image.json: not checked."""
