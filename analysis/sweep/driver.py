@@ -472,6 +472,12 @@ def _run_local(spec: Spec, out: Path, opt: Options, plan: Plan, art: bk.Artifact
     if res.stopped_reason:
         w(f"stopped early: {res.stopped_reason}\n")
         return EXIT_PREREQ
+    if res.drained is not None:
+        w(
+            f"drained: the running runs finished, {res.drained} not started; "
+            "rerun the same command to resume\n"
+        )
+        return EXIT_INTERRUPTED
     return EXIT_OK
 
 

@@ -8,7 +8,9 @@ the per-run resources, unless ``--jobs`` says otherwise.
 Ctrl-C once: no new runs start; every worker gets SIGTERM, kills its backend
 and records ``interrupted``; finished runs are untouched; the sweep resumes
 with the same command. Ctrl-C twice: workers are killed at once and the driver
-marks what they left ``interrupted`` itself.
+marks what they left ``interrupted`` itself. SIGUSR1 drains the pool: no new
+runs start and the running ones finish (a session that must end at a given
+time loses no work); Ctrl-C still interrupts a draining pool.
 """
 
 from __future__ import annotations
@@ -139,6 +141,7 @@ class LocalResult:
     counts: Counter
     interrupted: bool = False
     stopped_reason: str | None = None
+    drained: int | None = None  # SIGUSR1: how many runs it left unstarted
 
 
 class LocalExecutor:
@@ -168,10 +171,22 @@ class LocalExecutor:
         queue = list(enumerate(runs))
         active: dict[int, tuple[subprocess.Popen[bytes], RunDir, str, float]] = {}
         sigints: list[float] = []
+        drain: list[float] = []
         prev = signal.signal(signal.SIGINT, lambda s, f: sigints.append(time.monotonic()))
+        prev_usr1 = signal.signal(signal.SIGUSR1, lambda s, f: drain.append(time.monotonic()))
         stopped: str | None = None
+        drained: int | None = None
         try:
             while queue or active:
+                if drain and drained is None and not stopped:
+                    drained = len(queue)
+                    self.out.write(
+                        f"\ndraining (SIGUSR1): {len(active)} running run(s) finish, "
+                        f"{drained} not started\n"
+                    )
+                    self.out.flush()
+                if drained is not None and not active:
+                    break
                 if sigints and not stopped:
                     stopped = "interrupted (Ctrl-C)"
                     self.out.write(
@@ -183,7 +198,7 @@ class LocalExecutor:
                 if len(sigints) > 1:
                     for p, rd, *_ in active.values():
                         _kill_hard(p.pid, rd)
-                if not stopped and queue and len(active) < self.parallel:
+                if not stopped and drained is None and queue and len(active) < self.parallel:
                     free = shutil.disk_usage(_existing(queue[0][1][0].path)).free
                     if free < self.min_free_disk:
                         stopped = (
@@ -245,13 +260,16 @@ class LocalExecutor:
                 time.sleep(0.2)
         finally:
             signal.signal(signal.SIGINT, prev)
+            signal.signal(signal.SIGUSR1, prev_usr1)
             for p, rd, *_ in active.values():  # only after an exception
                 _kill_hard(p.pid, rd)
                 if is_stale_running(rd) or rd.state() == State.RUNNING:
                     rd.transition(State.INTERRUPTED, error="driver stopped")
         if prog.tty:
             self.out.write("\n")
-        return LocalResult(prog.counts, interrupted=bool(sigints), stopped_reason=stopped)
+        return LocalResult(
+            prog.counts, interrupted=bool(sigints), stopped_reason=stopped, drained=drained
+        )
 
 
 def _doing(p: subprocess.Popen[bytes], rd: RunDir, label: str, t0: float) -> str:

@@ -246,6 +246,41 @@ def test_ctrl_c_keeps_finished_runs_and_resumes(
         assert after[k] == h  # finished runs were not repeated
 
 
+def test_sigusr1_drains_running_runs_finish_and_the_sweep_resumes(
+    tmp_path: Path, host_backend: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGUSR1 while an excl run runs (5 s in checkpoint-wait mode): it finishes
+    done, no later run starts, exit 130; the same command runs the rest."""
+    monkeypatch.setenv("FAKE_MODE", "checkpoint-wait")
+    out = tmp_path / "s"
+    spec = load_spec(preset="quick", overrides=["axes.threads=2,3"])
+    buf = io.StringIO()
+
+    def drain() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if any(v == "running" for k, v in _safe_states(out).items() if "excl" in k):
+                break
+            time.sleep(0.1)
+        os.kill(os.getpid(), signal.SIGUSR1)
+
+    th = threading.Thread(target=drain)
+    th.start()
+    code = sweep.run_sweep(spec, sweep.Options(out=out, jobs=1, stream=buf))
+    th.join()
+    text = buf.getvalue()
+    assert code == 130, text
+    assert "draining (SIGUSR1): 1 running run(s) finish" in text
+    assert "not started; rerun the same command to resume" in text
+    st = states(out)
+    assert set(st.values()) == {"done"} and 1 <= len(st) < 4, st  # the excl run finished
+    assert any("excl" in k for k in st)
+    assert not _children_alive()
+    code, text = run(out, "axes.threads=2,3")
+    assert code == 0, text
+    assert len(states(out)) == 4 and set(states(out).values()) == {"done"}
+
+
 def _safe_states(out: Path) -> dict[str, str]:
     try:
         return states(out)
