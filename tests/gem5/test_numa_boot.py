@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -109,9 +111,41 @@ def test_boot_reaches_init_and_checkpoints(boot: Path) -> None:
         assert f"NUMA: Node {n}" in console or f"node {n}" in console.lower()
 
 
+# A file of several MiB in the image that no running process maps (drop_caches
+# keeps mapped pages), read from disk inside the ROI (timing CPU).
+DMA_FILE = "/usr/bin/perl"
+DMA_SCRIPT = f"echo 3 > /proc/sys/vm/drop_caches && numactl --membind=3 sha256sum {DMA_FILE}"
+# The tier's restores of the boot checkpoint: independent of each other, so they
+# run side by side, NUMA_LB_GEM5_TEST_JOBS at a time (default: the host's CPUs,
+# at most 4): on 2 cores the tier's restores take about half the wall time.
+RESTORES: dict[str, tuple[list[dict], list[str], dict[str, Any] | None]] = {
+    "restored": (BOUND_MIX, [], None),
+    "console": (SMALL_MIX, ["--init-option", "gem5_handback=console"], None),
+    "dma": ([{"name": "dma", "cmd": ["sh", "-c", DMA_SCRIPT]}], [], None),
+    "warm": (BOUND_MIX, [], {"warmup_s": 0.005}),
+}
+
+
+def restore_jobs() -> int:
+    env = os.environ.get("NUMA_LB_GEM5_TEST_JOBS")
+    return max(1, int(env)) if env else max(1, min(4, os.cpu_count() or 1))
+
+
 @pytest.fixture(scope="module")
-def restored(boot: Path, artifacts: dict[str, Path]) -> Path:
-    run, out = restore(boot, artifacts, "restored", BOUND_MIX, [])
+def restores(
+    boot: Path, artifacts: dict[str, Path]
+) -> dict[str, tuple[subprocess.CompletedProcess[str], Path]]:
+    with ThreadPoolExecutor(max_workers=restore_jobs()) as pool:
+        futures = {
+            name: pool.submit(restore, boot, artifacts, name, mix, extra, job_extra)
+            for name, (mix, extra, job_extra) in RESTORES.items()
+        }
+        return {name: f.result() for name, f in futures.items()}
+
+
+@pytest.fixture(scope="module")
+def restored(restores: dict[str, tuple[subprocess.CompletedProcess[str], Path]]) -> Path:
+    run, out = restores["restored"]
     assert run.returncode == 0, run.stdout[-4000:]
     return out
 
@@ -173,10 +207,11 @@ def test_roi_stats_have_the_names_the_analysis_reads(restored: Path) -> None:
     assert rr["dir_requests"][1] >= to_1
 
 
-def test_console_hand_back_is_a_working_fallback(boot: Path, artifacts: dict[str, Path]) -> None:
-    run, out = restore(
-        boot, artifacts, "console", SMALL_MIX, ["--init-option", "gem5_handback=console"]
-    )
+Restores = dict[str, tuple[subprocess.CompletedProcess[str], Path]]
+
+
+def test_console_hand_back_is_a_working_fallback(restores: Restores) -> None:
+    run, out = restores["console"]
     assert run.returncode == 0, run.stdout[-4000:]
     assert json.loads((out / "guest" / "handback.json").read_text()) == {"via": "console"}
     assert json.loads((out / "guest" / "status.json").read_text())["status"] == "ok"
@@ -184,18 +219,14 @@ def test_console_hand_back_is_a_working_fallback(boot: Path, artifacts: dict[str
     shutil.rmtree(out / "guest")
 
 
-# A file of several MiB in the image that no running process maps (drop_caches
-# keeps mapped pages), read from disk inside the ROI (timing CPU).
-DMA_FILE = "/usr/bin/perl"
-
-
-def test_disk_dma_into_a_remote_node_is_correct(boot: Path, artifacts: dict[str, Path]) -> None:
+def test_disk_dma_into_a_remote_node_is_correct(
+    restores: Restores, artifacts: dict[str, Path]
+) -> None:
     """Disk DMA through Ruby in timing mode: the DMA controllers sit on socket 0, the
     guest drops its page cache and reads a file into node 3's memory (numactl
     --membind=3: page-cache pages follow the reader's policy); its SHA-256 must
     equal the image's bytes as the host reads them (debugfs)."""
-    script = f"echo 3 > /proc/sys/vm/drop_caches && numactl --membind=3 sha256sum {DMA_FILE}"
-    run, out = restore(boot, artifacts, "dma", [{"name": "dma", "cmd": ["sh", "-c", script]}], [])
+    run, out = restores["dma"]
     assert run.returncode == 0, run.stdout[-4000:]
     assert json.loads((out / "guest" / "status.json").read_text())["status"] == "ok"
     guest_sum = (out / "guest" / "prog-00-dma.out").read_text().split()[0]
@@ -219,9 +250,9 @@ def test_disk_dma_into_a_remote_node_is_correct(boot: Path, artifacts: dict[str,
     assert to_node3 >= size_lines // 2, (to_node3, size_lines)  # most of the file went there
 
 
-def test_a_warm_up_switches_cpus_before_the_roi(boot: Path, artifacts: dict[str, Path]) -> None:
+def test_a_warm_up_switches_cpus_before_the_roi(restores: Restores) -> None:
     """job warmup_s: work item 4 switches to the timing CPU, the ROI's item 1 resets."""
-    run, out = restore(boot, artifacts, "warm", BOUND_MIX, [], {"warmup_s": 0.005})
+    run, out = restores["warm"]
     assert run.returncode == 0, run.stdout[-4000:]
     roi = json.loads((out / "roi.json").read_text())
     assert [e["event"] for e in roi["events"]] == ["warmup", "workbegin", "workend", "exit"]
