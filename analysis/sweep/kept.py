@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .point import PointIds, Provenance, SweepPoint, canonical_json
+from .rundir import RERUN_ON_REQUEST, State
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -51,7 +52,8 @@ if TYPE_CHECKING:
 PROV_FIELDS = ("kernel_build_id", "image_id", "code_revision", "tool_version", "backend")
 
 
-FINAL_STATES = ("done", "failed", "timeout")  # what a whole repeat group may adopt
+# what a whole repeat group may adopt: done, and the states --rerun-failed reruns
+FINAL_STATES = (State.DONE.value, *sorted(s.value for s in RERUN_ON_REQUEST))
 
 
 def repeat_group(point: SweepPoint) -> int:
