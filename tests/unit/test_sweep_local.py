@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -207,21 +208,11 @@ def test_ctrl_c_keeps_finished_runs_and_resumes(
     spec = load_spec(preset="quick", overrides=["axes.threads=2,3"])
     buf = io.StringIO()
 
-    def interrupt() -> None:  # Ctrl-C once both excl runs hang
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if sum(1 for v in _safe_states(out).values() if v == "done") >= 1 and any(
-                v == "running" for v in _safe_states(out).values()
-            ):
-                break
-            time.sleep(0.2)
-        time.sleep(0.5)
-        os.kill(os.getpid(), signal.SIGINT)
+    def both() -> bool:  # Ctrl-C once a run is done and an excl run hangs
+        st = _safe_states(out).values()
+        return sum(1 for v in st if v == "done") >= 1 and "running" in st
 
-    th = threading.Thread(target=interrupt)
-    th.start()
-    code = sweep.run_sweep(spec, sweep.Options(out=out, jobs=1, stream=buf))
-    th.join()
+    code = _sweep_signalled(out, spec, buf, both, signal.SIGINT, delay=0.5)
     assert code == 130, buf.getvalue()
     st = states(out)
     assert "interrupted" in st.values() and "done" in st.values()
@@ -256,18 +247,10 @@ def test_sigusr1_drains_running_runs_finish_and_the_sweep_resumes(
     spec = load_spec(preset="quick", overrides=["axes.threads=2,3"])
     buf = io.StringIO()
 
-    def drain() -> None:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if any(v == "running" for k, v in _safe_states(out).items() if "excl" in k):
-                break
-            time.sleep(0.1)
-        os.kill(os.getpid(), signal.SIGUSR1)
+    def excl_running() -> bool:
+        return any(v == "running" for k, v in _safe_states(out).items() if "excl" in k)
 
-    th = threading.Thread(target=drain)
-    th.start()
-    code = sweep.run_sweep(spec, sweep.Options(out=out, jobs=1, stream=buf))
-    th.join()
+    code = _sweep_signalled(out, spec, buf, excl_running, signal.SIGUSR1)
     text = buf.getvalue()
     assert code == 130, text
     assert "draining (SIGUSR1): 1 running run(s) finish" in text
@@ -279,6 +262,31 @@ def test_sigusr1_drains_running_runs_finish_and_the_sweep_resumes(
     code, text = run(out, "axes.threads=2,3")
     assert code == 0, text
     assert len(states(out)) == 4 and set(states(out).values()) == {"done"}
+
+
+def _sweep_signalled(
+    out: Path,
+    spec: Any,
+    buf: io.StringIO,
+    when: Callable[[], bool],
+    sig: int,
+    delay: float = 0.0,
+) -> int:
+    """run_sweep (jobs=1) while a thread sends SIG to this process once WHEN
+    holds (or after 60 s), DELAY seconds later; the sweep's exit code."""
+
+    def send() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not when():
+            time.sleep(0.1)
+        time.sleep(delay)
+        os.kill(os.getpid(), sig)
+
+    th = threading.Thread(target=send)
+    th.start()
+    code = sweep.run_sweep(spec, sweep.Options(out=out, jobs=1, stream=buf))
+    th.join()
+    return code
 
 
 def _safe_states(out: Path) -> dict[str, str]:
