@@ -28,7 +28,7 @@ from typing import Any, TextIO
 
 from . import backends as bk
 from .cli_paths import UsageError, sweep_dir_out
-from .executors import LocalExecutor, pool_size, summary_line
+from .executors import LocalExecutor, drain_on_sigusr1, pool_size, summary_line
 from .kept import KeptError, KeptRuns, load_kept
 from .matrix import Run, guest_job, iter_runs, kernel_variants, run_count
 from .point import ID_LEN_DIR, Provenance, SweepPoint
@@ -266,6 +266,12 @@ def too_large(spec: Spec, opt: Options) -> str | None:
 
 
 def run_sweep(spec: Spec, opt: Options) -> int:
+    """The `run` command; SIGUSR1 drains a local sweep from its first line on."""
+    with drain_on_sigusr1():
+        return _run_sweep(spec, opt)
+
+
+def _run_sweep(spec: Spec, opt: Options) -> int:
     w = opt.stream.write
     refusal = too_large(spec, opt)
     if refusal:
@@ -450,7 +456,7 @@ def _run_local(spec: Spec, out: Path, opt: Options, plan: Plan, art: bk.Artifact
         max(r.resources.mem_bytes for r, _ in plan.to_run),
         opt.jobs,
     )
-    w(f"executor: local, {why_n}\n")
+    w(f"executor: local, {why_n}; driver pid {os.getpid()} (`kill -USR1` it to drain)\n")
     if n > 1:
         plan.to_run[:] = boots_first(plan.to_run, lambda r: _checkpoint_of(spec, r, art))
 
@@ -472,7 +478,7 @@ def _run_local(spec: Spec, out: Path, opt: Options, plan: Plan, art: bk.Artifact
     if res.stopped_reason:
         w(f"stopped early: {res.stopped_reason}\n")
         return EXIT_PREREQ
-    if res.drained is not None:
+    if res.drained:  # 0: the drain came after the last run had started; the sweep is whole
         w(
             f"drained: the running runs finished, {res.drained} not started; "
             "rerun the same command to resume\n"

@@ -15,14 +15,16 @@ time loses no work); Ctrl-C still interrupts a draining pool.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -136,6 +138,39 @@ class Progress:
         self.last_write = time.monotonic()
 
 
+# SIGUSR1 asks a local sweep to drain; the request holds for the whole `run`
+# command (driver.run_sweep), so one sent while the kernel or image builds
+# starts no run at all.
+_drain_requests: list[float] = []
+
+
+def _request_drain(_signum: int, _frame: Any) -> None:
+    if not _drain_requests:
+        sys.stderr.write(
+            "SIGUSR1: drain requested (a local sweep starts no new run; other executors "
+            "ignore it)\n"
+        )
+    _drain_requests.append(time.monotonic())
+
+
+@contextlib.contextmanager
+def drain_on_sigusr1() -> Iterator[None]:
+    """SIGUSR1 requests a drain while the block runs (main thread only; nested
+    uses keep the outer handler); the request is forgotten when the outermost ends."""
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGUSR1) is _request_drain
+    ):
+        yield
+        return
+    prev = signal.signal(signal.SIGUSR1, _request_drain)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGUSR1, prev)
+        _drain_requests.clear()
+
+
 @dataclass
 class LocalResult:
     counts: Counter
@@ -165,20 +200,26 @@ class LocalExecutor:
         the run directory; none exist before); a problem it returns fails that
         run without starting it.
         """
+        with drain_on_sigusr1():
+            return self._run(runs, prepare)
+
+    def _run(
+        self,
+        runs: list[tuple[RunDir, str]],
+        prepare: Callable[[int], str | None] | None,
+    ) -> LocalResult:
         prog = Progress(
             total=len(runs), parallel=self.parallel, out=self.out, tty=self.out.isatty()
         )
         queue = list(enumerate(runs))
         active: dict[int, tuple[subprocess.Popen[bytes], RunDir, str, float]] = {}
         sigints: list[float] = []
-        drain: list[float] = []
         prev = signal.signal(signal.SIGINT, lambda s, f: sigints.append(time.monotonic()))
-        prev_usr1 = signal.signal(signal.SIGUSR1, lambda s, f: drain.append(time.monotonic()))
         stopped: str | None = None
         drained: int | None = None
         try:
             while queue or active:
-                if drain and drained is None and not stopped:
+                if _drain_requests and drained is None and not stopped:
                     drained = len(queue)
                     self.out.write(
                         f"\ndraining (SIGUSR1): {len(active)} running run(s) finish, "
@@ -260,7 +301,6 @@ class LocalExecutor:
                 time.sleep(0.2)
         finally:
             signal.signal(signal.SIGINT, prev)
-            signal.signal(signal.SIGUSR1, prev_usr1)
             for p, rd, *_ in active.values():  # only after an exception
                 _kill_hard(p.pid, rd)
                 if is_stale_running(rd) or rd.state() == State.RUNNING:

@@ -271,6 +271,10 @@ def _run_locked(rd: RunDir, executor: str) -> int:
         stop.append(signum)
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    # SIGUSR1 drains the driver (executors.py); one that reaches a worker (pkill -f
+    # run_all) must not kill it and orphan its backend. A handler, not SIG_IGN,
+    # which the backend would inherit across exec.
+    old[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, lambda _s, _f: None)
     t0 = time.time()
     backend = rec["point"]["backend"]
     rd.transition(

@@ -6,7 +6,9 @@
    mbplus policy; the guest reads a small mix with m5 readfile, brackets it
    with work begin/end (switch to TimingSimpleCPU, stats reset, stats dump),
    hands the results back with m5 writefile and calls m5 exit.
-3. Restore again with the init's serial-console hand back.
+3. Three more restores, side by side with the first (RESTORES): the init's
+   serial-console hand back, a disk read by DMA into a remote node, a warm-up
+   before the ROI; and two restores on another machine, refused.
 
 Checked: the guest's /sys/devices/system/node (4 nodes, one CPU each, the
 SLIT of the topology), the policy in force, every m5 op's effect in gem5's
@@ -22,7 +24,8 @@ import os
 import shutil
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -115,36 +118,75 @@ def test_boot_reaches_init_and_checkpoints(boot: Path) -> None:
 # keeps mapped pages), read from disk inside the ROI (timing CPU).
 DMA_FILE = "/usr/bin/perl"
 DMA_SCRIPT = f"echo 3 > /proc/sys/vm/drop_caches && numactl --membind=3 sha256sum {DMA_FILE}"
-# The tier's restores of the boot checkpoint: independent of each other, so they
-# run side by side, NUMA_LB_GEM5_TEST_JOBS at a time (default: the host's CPUs,
-# at most 4): on 2 cores the tier's restores take about half the wall time.
+# The tier's restores of the boot checkpoint are independent runs (each its own
+# outdir and job file; the checkpoint and image are only read), so the ones the
+# selected tests need run side by side: NUMA_LB_GEM5_TEST_JOBS at a time, by
+# default what the sweep's pool would run (cores, and available memory at 3 GiB
+# a restore), at most 4. One restore's failure is that restore's tests' error.
 RESTORES: dict[str, tuple[list[dict], list[str], dict[str, Any] | None]] = {
     "restored": (BOUND_MIX, [], None),
     "console": (SMALL_MIX, ["--init-option", "gem5_handback=console"], None),
     "dma": ([{"name": "dma", "cmd": ["sh", "-c", DMA_SCRIPT]}], [], None),
     "warm": (BOUND_MIX, [], {"warmup_s": 0.005}),
 }
+RESTORE_OF = {  # test -> the restore it reads
+    "test_restore_runs_the_job_under_another_factor_and_policy": "restored",
+    "test_m5_ops_reach_gem5": "restored",
+    "test_roi_stats_have_the_names_the_analysis_reads": "restored",
+    "test_the_hand_back_runs_on_the_boot_cpu_after_the_roi": "restored",
+    "test_console_hand_back_is_a_working_fallback": "console",
+    "test_disk_dma_into_a_remote_node_is_correct": "dma",
+    "test_a_warm_up_switches_cpus_before_the_roi": "warm",
+}
+Restored = tuple[subprocess.CompletedProcess[str], Path]
 
 
-def restore_jobs() -> int:
+def restore_jobs(n: int) -> int:
     env = os.environ.get("NUMA_LB_GEM5_TEST_JOBS")
-    return max(1, int(env)) if env else max(1, min(4, os.cpu_count() or 1))
+    if env:
+        return max(1, int(env))
+    from analysis.sweep.executors import pool_size  # noqa: PLC0415
+
+    return max(1, min(n, 4, pool_size(1, 3 << 30)[0]))
+
+
+class Restores:
+    """The restores the session's selected tests of this module need, started
+    together; ``[name]`` waits for one and raises what that restore raised."""
+
+    def __init__(self, boot: Path, artifacts: dict[str, Path], names: list[str]) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=restore_jobs(len(names)))
+        self._futures: dict[str, Future[Restored]] = {
+            name: self._pool.submit(restore, boot, artifacts, name, *RESTORES[name])
+            for name in names
+        }
+
+    def __getitem__(self, name: str) -> Restored:
+        return self._futures[name].result()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
 
 
 @pytest.fixture(scope="module")
 def restores(
-    boot: Path, artifacts: dict[str, Path]
-) -> dict[str, tuple[subprocess.CompletedProcess[str], Path]]:
-    with ThreadPoolExecutor(max_workers=restore_jobs()) as pool:
-        futures = {
-            name: pool.submit(restore, boot, artifacts, name, mix, extra, job_extra)
-            for name, (mix, extra, job_extra) in RESTORES.items()
-        }
-        return {name: f.result() for name, f in futures.items()}
+    request: pytest.FixtureRequest, boot: Path, artifacts: dict[str, Path]
+) -> Iterator[Restores]:
+    here = Path(__file__).resolve()
+    names = {
+        RESTORE_OF[item.originalname]
+        for item in request.session.items
+        if Path(str(item.fspath)).resolve() == here and item.originalname in RESTORE_OF
+    }
+    r = Restores(boot, artifacts, [n for n in RESTORES if n in names])
+    try:
+        yield r
+    finally:
+        r.close()
 
 
 @pytest.fixture(scope="module")
-def restored(restores: dict[str, tuple[subprocess.CompletedProcess[str], Path]]) -> Path:
+def restored(restores: Restores) -> Path:
     run, out = restores["restored"]
     assert run.returncode == 0, run.stdout[-4000:]
     return out
@@ -205,9 +247,6 @@ def test_roi_stats_have_the_names_the_analysis_reads(restored: Path) -> None:
     # socket 2 is touched by nobody: its link carries next to nothing
     assert to_1 > 10 * rr["remote_by_link"]["0->2"], rr["remote_by_link"]
     assert rr["dir_requests"][1] >= to_1
-
-
-Restores = dict[str, tuple[subprocess.CompletedProcess[str], Path]]
 
 
 def test_console_hand_back_is_a_working_fallback(restores: Restores) -> None:

@@ -273,20 +273,73 @@ def _sweep_signalled(
     delay: float = 0.0,
 ) -> int:
     """run_sweep (jobs=1) while a thread sends SIG to this process once WHEN
-    holds (or after 60 s), DELAY seconds later; the sweep's exit code."""
+    holds, DELAY seconds later; the sweep's exit code. Nothing is sent after
+    the sweep returned (a default SIGUSR1 would end pytest): WHEN must hold."""
+    finished = threading.Event()
+    sent: list[bool] = []
 
     def send() -> None:
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not when():
+        while time.monotonic() < deadline and not finished.is_set():
+            if when():
+                time.sleep(delay)
+                if not finished.is_set():
+                    os.kill(os.getpid(), sig)
+                    sent.append(True)
+                return
             time.sleep(0.1)
-        time.sleep(delay)
-        os.kill(os.getpid(), sig)
 
     th = threading.Thread(target=send)
     th.start()
-    code = sweep.run_sweep(spec, sweep.Options(out=out, jobs=1, stream=buf))
-    th.join()
+    try:
+        code = sweep.run_sweep(spec, sweep.Options(out=out, jobs=1, stream=buf))
+    finally:
+        finished.set()
+        th.join()
+    assert sent, "the condition for the signal never held while the sweep ran"
     return code
+
+
+def test_a_drain_before_the_first_run_starts_nothing(tmp_path: Path, host_backend: None) -> None:
+    """SIGUSR1 while the driver prepares (before the executor's loop): no run
+    starts, exit 130; the handler is the default again afterwards."""
+    out = tmp_path / "s"
+    spec = load_spec(preset="quick", overrides=["axes.threads=2,3"])
+    buf = io.StringIO()
+    real_prepare = bk.prepare
+
+    def prepare(*a: Any, **k: Any) -> bk.Artifacts:
+        os.kill(os.getpid(), signal.SIGUSR1)  # handled: the drain holds from run_sweep on
+        return real_prepare(*a, **k)
+
+    bk.prepare = prepare  # type: ignore[assignment]
+    try:
+        code = sweep.run_sweep(spec, sweep.Options(out=out, jobs=2, stream=buf))
+    finally:
+        bk.prepare = real_prepare  # type: ignore[assignment]
+    assert code == 130, buf.getvalue()
+    assert "draining (SIGUSR1): 0 running run(s) finish, 4 not started" in buf.getvalue()
+    assert states(out) == {}
+    assert signal.getsignal(signal.SIGUSR1) is signal.SIG_DFL
+
+
+def test_a_drain_during_the_last_run_ends_the_sweep_normally(
+    tmp_path: Path, host_backend: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing left to start: the sweep is whole, exit 0 and its report, not 130."""
+    monkeypatch.setenv("FAKE_MODE", "checkpoint-wait")
+    out = tmp_path / "s"
+    spec = load_spec(preset="quick", overrides=["axes.policy=excl"])
+    buf = io.StringIO()
+
+    def last_running() -> bool:
+        return list(_safe_states(out).values()) == ["running"]
+
+    code = _sweep_signalled(out, spec, buf, last_running, signal.SIGUSR1)
+    assert code == 0, buf.getvalue()
+    assert "draining (SIGUSR1): 1 running run(s) finish, 0 not started" in buf.getvalue()
+    assert "rerun the same command" not in buf.getvalue()
+    assert set(states(out).values()) == {"done"}
 
 
 def _safe_states(out: Path) -> dict[str, str]:
