@@ -176,7 +176,7 @@ def restores(
     names = {
         RESTORE_OF[item.originalname]
         for item in request.session.items
-        if Path(str(item.fspath)).resolve() == here and item.originalname in RESTORE_OF
+        if item.path.resolve() == here and getattr(item, "originalname", None) in RESTORE_OF
     }
     r = Restores(boot, artifacts, [n for n in RESTORES if n in names])
     try:
