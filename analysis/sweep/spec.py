@@ -922,12 +922,10 @@ def needs_parsec_build(spec: Spec) -> bool:
 def parsec_image_problem(spec: Spec, image_meta: dict[str, Any] | None) -> str | None:
     """Why the image cannot run SPEC's PARSEC programs through the numa-lb launcher
     (our PARSEC build, image.json "parsec"), or None. No image.json: not checked."""
-    if spec.job["parsec_launcher"] != "numa-lb" or image_meta is None:
+    if not needs_parsec_build(spec) or image_meta is None:
         return None
     want = sorted({(p["parsec"], p.get("input", "simsmall")) for mx in spec.axes["mix"]
                    for p in spec.mixes[mx] if "parsec" in p})  # fmt: skip
-    if not want:
-        return None
     have = (image_meta.get("parsec") or {}).get("programs") or {}
     missing = [f"{parsec_catalog.lookup(n).package} {i}" for n, i in want
                if i not in have.get(parsec_catalog.lookup(n).package, {})]  # fmt: skip
