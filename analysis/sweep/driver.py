@@ -33,6 +33,7 @@ from .kept import KeptError, KeptRuns, load_kept
 from .matrix import Run, guest_job, iter_runs, kernel_variants, run_count
 from .point import ID_LEN_DIR, Provenance, SweepPoint
 from .preflight import (
+    calibration_refusal,
     daemon_qemu_refusal,
     image_meta,
     image_problems,
@@ -298,6 +299,7 @@ def _run_sweep(spec: Spec, opt: Options) -> int:
     refusal = qemu_timing_refusal(spec, backend, why, opt.allow_qemu_timing)
     refusal = refusal or daemon_qemu_refusal(spec, backend, why)
     refusal = refusal or switch_marks_qemu_refusal(spec, backend, why)
+    refusal = refusal or calibration_refusal(spec, backend)
     if refusal:
         w(f"error: refused: {refusal}\n")
         return EXIT_USAGE

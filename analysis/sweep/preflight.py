@@ -12,6 +12,11 @@
   (the guest daemon would refuse each run the same way).
 * ``switch_marks_qemu_refusal``: ``job.switch_marks`` (kernel patch 0024's
   context-switch m5 ops for gem5's per-task counts) means nothing on qemu.
+* ``calibration_refusal``: on gem5 a requested NUMA factor is resolved only
+  with a calibration table measured on the same machine (configs/numa_run.py
+  refuses a machine without one); the sweep says so before it builds, boots
+  or submits anything, naming the machine, instead of every run (or the
+  Slurm stage step's first boot) failing with it.
 * ``image_problems``: every program of every mix of the spec against the
   image's ``image.json`` (written by ``disk-image/build_image.py``): synthetic
   workloads are binaries in ``/opt/numa-lb/bin``; PARSEC programs through our
@@ -29,7 +34,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .spec import DAEMON_POLICIES, Spec, numa_lb_daemon, parsec_image_problem
+from .spec import (
+    DAEMON_POLICIES,
+    Spec,
+    numa_lb_daemon,
+    parsec_image_problem,
+    restricted_count,
+    topology_for,
+)
 
 TIMING_PRESETS = ("paper", "sensitivity")
 ALLOW_QEMU_TIMING_FLAG = "--allow-qemu-timing"
@@ -80,6 +92,32 @@ def switch_marks_qemu_refusal(spec: Spec, backend: str, backend_why: str) -> str
     return (
         f"job.switch_marks marks context switches for gem5's counter bridge with m5 ops "
         f"and the backend is qemu ({backend_why}): set it on gem5 only"
+    )
+
+
+def calibration_refusal(spec: Spec, backend: str) -> str | None:
+    """The refusal message for a gem5 sweep asking for a NUMA factor on a
+    machine no shipped calibration table was measured on, or None."""
+    factors = spec.axes["numa_factor"]
+    if backend != "gem5" or not factors:
+        return None
+    missing = []
+    for s in spec.axes["sockets"]:
+        for c in spec.axes["cores_per_socket"]:
+            if not restricted_count(spec.axes, spec.exclude, {"sockets": s, "cores_per_socket": c}):
+                continue
+            topo = topology_for(s, c, "numa_factor", factors[0], spec.machine)
+            if topo.calibration is None:
+                conds = sorted(topo.calibration_conditions().items())
+                missing.append(f"{s} x {c} ({' '.join(f'{k}={v}' for k, v in conds)})")
+    if not missing:
+        return None
+    return (
+        f"axes.numa_factor on gem5: no calibration table in configs/numa_lb/calibration was "
+        f"measured on the machine {'; '.join(missing)}, and a gem5 run resolves a NUMA factor "
+        "only with one (configs/README.md, 'One table per machine'). Measure it (`./run_all.py run "
+        "--preset calibration` with these machine settings, then `./run_all.py calibrate "
+        "DIR --write TABLE`), give axes.link_latency instead, or exclude these points"
     )
 
 

@@ -1066,7 +1066,7 @@ def _validate_daemon_attribution(
         if what is None:
             continue
         for pin in axes["pinning"]:
-            if not _restricted_count(axes, exclude, {"policy": pol, "pinning": pin}):
+            if not restricted_count(axes, exclude, {"policy": pol, "pinning": pin}):
                 continue
             if pin == "free" or not job.get("pin_threads"):
                 raise SpecError(
@@ -1081,7 +1081,7 @@ def _validate_daemon_attribution(
                 progs = mixes.get(mix) or []
                 for n in axes["sockets"]:
                     fixed = {"policy": pol, "pinning": pin, "mix": mix, "sockets": n}
-                    if not _restricted_count(axes, exclude, fixed):
+                    if not restricted_count(axes, exclude, fixed):
                         continue
                     nodes = [
                         p.get("node") if isinstance(p, dict) and p.get("node") is not None
@@ -1097,7 +1097,7 @@ def _validate_daemon_attribution(
                         )
 
 
-def _restricted_count(
+def restricted_count(
     axes: dict[str, list[Any]], exclude: list[dict[str, list[Any]]], fixed: dict[str, Any]
 ) -> int:
     """Points of the sweep whose axes take the FIXED values."""
@@ -1132,7 +1132,7 @@ def _validate_daemon_topologies(
         for n in axes["sockets"]:
             hops = hop_counts(n, kind)
             far = max((max(r) for r in hops), default=0)
-            if far <= 1 or not _restricted_count(axes, exclude, {"policy": pol, "sockets": n}):
+            if far <= 1 or not restricted_count(axes, exclude, {"policy": pol, "sockets": n}):
                 continue
             raise SpecError(
                 f"axes (policy={pol}, sockets={n})",
