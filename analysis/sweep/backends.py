@@ -27,6 +27,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
@@ -444,14 +445,29 @@ def ensure_checkpoint(rec: dict[str, Any], run_dir: Path, log: Any, timeout_s: f
     )
 
 
+def uses_checkpoint(rec: dict[str, Any]) -> bool:
+    """Whether a run restores a boot checkpoint (qemu runs and gem5.checkpoint =
+    false boot on their own)."""
+    p = SweepPoint.from_dict(rec["point"])
+    return p.backend == "gem5" and bool((p.gem5 or {}).get("checkpoint", True))
+
+
+def missing_checkpoints(recs: Iterable[dict[str, Any]]) -> dict[str, int]:
+    """The boot checkpoints these runs restore that are not in the cache yet,
+    each with how many of the runs need it (nothing is made)."""
+    base = checkpoint_base()
+    out: dict[str, int] = {}
+    for rec in recs:
+        if uses_checkpoint(rec):
+            key = checkpoint_key(rec)
+            if not (base / key / staging.DONE).exists():
+                out[key] = out.get(key, 0) + 1
+    return out
+
+
 def stage_runs(recs: list[dict[str, Any]], stream: TextIO, log_dir: Path) -> dict[str, Any]:
     """The stage step of a Slurm submission: `stage` with the gem5 boot
     checkpoints (qemu runs and gem5.checkpoint = false need none)."""
-
-    def uses_checkpoint(rec: dict[str, Any]) -> bool:
-        p = SweepPoint.from_dict(rec["point"])
-        return p.backend == "gem5" and bool((p.gem5 or {}).get("checkpoint", True))
-
     base = checkpoint_base()
 
     def make(rec: dict[str, Any]) -> Path:

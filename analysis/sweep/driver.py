@@ -446,6 +446,16 @@ def dry_run(
     notes += replaced_note(replaced, out)
     _plan_summary(w, n_run, skipped, notes + (kept.notes() if kept else []))
     if opt.executor == "slurm":
+        missing = bk.missing_checkpoints(spec_record(spec, run, art) for _, run in to_run)
+        if missing:  # the submission would boot them here first, one after the other
+            keys = ", ".join(f"{k} ({n} run(s))" for k, n in missing.items())
+            w(
+                f"error: not staged: {len(missing)} boot checkpoint(s) of these runs are not "
+                f"in {bk.checkpoint_base()}: {keys}; the submission would boot them on this "
+                "host first, one after the other. Make them with the same command and "
+                "--stage-only, then --dry-run again for the job scripts\n"
+            )
+            return EXIT_PREREQ
         ex = _slurm(spec, out, opt)
         ex.dry_run(ex.prepare(to_run, art.provenance.tool_version))
     return EXIT_OK
