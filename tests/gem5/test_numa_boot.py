@@ -2,6 +2,10 @@
 
 1. Boot (AtomicSimpleCPU, atomic_noncaching) to our init, which calls
    m5 checkpoint: the boot checkpoint (link 58 cycles, SLIT remote distance 16).
+   A boot is a function of its inputs (gem5's atomic boot is deterministic),
+   so it is kept in the project cache under their hash and a session with the
+   same gem5, kernel, image and configs/ reads it (gem5_runs.cached_boot;
+   NUMA_LB_GEM5_TEST_FRESH_BOOT=1 boots afresh).
 2. Restore it with another link latency (90 cycles: another NUMA factor) and the
    mbplus policy; the guest reads a small mix with m5 readfile, brackets it
    with work begin/end (switch to TimingSimpleCPU, stats reset, stats dump),
@@ -37,7 +41,7 @@ for p in (REPO / "configs", REPO / "disk-image", REPO / "kernel-patches", REPO):
 
 from numa_lb.topology import Topology  # noqa: E402
 
-from tests.gem5.gem5_runs import artifacts_or_skip, gem5  # noqa: E402
+from tests.gem5.gem5_runs import artifacts_or_skip, cached_boot, gem5  # noqa: E402
 
 pytestmark = pytest.mark.gem5
 
@@ -65,16 +69,10 @@ def artifacts() -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def boot(artifacts: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """BASE/boot and BASE/cpt: this machine's boot, from the project cache when
+    one was made with the same inputs (gem5_runs.cached_boot)."""
     base = tmp_path_factory.mktemp("gem5boot")
-    out = base / "boot"
-    run = gem5(
-        out,
-        [*MACHINE, "--link-latency", BOOT_LINK, "--kernel", str(artifacts["kernel"]),
-         "--disk-image", str(artifacts["image"]), "--take-checkpoint", str(base / "cpt")],
-        BOOT_TIMEOUT_S,
-    )  # fmt: skip
-    assert run.returncode == 0, run.stdout[-4000:]
-    return base
+    return cached_boot(base, artifacts, [*MACHINE, "--link-latency", BOOT_LINK], BOOT_TIMEOUT_S)
 
 
 def restore(
