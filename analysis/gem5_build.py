@@ -341,7 +341,10 @@ def parser() -> argparse.ArgumentParser:
         choices=cache.GEM5_VARIANTS,
         help="gem5.fast (the sweep binary) and/or gem5.opt (debugging); repeatable; default fast",
     )
-    ap.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1)
+    ap.add_argument(
+        "--jobs", "-j", type=int, default=os.cpu_count() or 1,
+        help="parallel SCons jobs (default: this host's CPU count)",
+    )  # fmt: skip
     ap.add_argument("--nice", type=int, default=19, help="nice value of SCons (default 19)")
     ap.add_argument("--build-dir", help="an absolute .../build/<name> (default: the cache's)")
     ap.add_argument(
