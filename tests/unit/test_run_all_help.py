@@ -29,9 +29,13 @@ def _parsers(
 
 
 def test_every_option_of_every_subcommand_has_help() -> None:
+    from analysis.gem5_build import parser as build_gem5_parser  # noqa: PLC0415
+
     bare = []
     parsers = _parsers(run_all.parser())
     assert {n.split()[-1] for n, _ in parsers[1:]} == set(run_all.COMMANDS)
+    # build-gem5's arguments are analysis/gem5_build.py's own parser's
+    parsers.append(("run_all.py build-gem5 (analysis/gem5_build.py)", build_gem5_parser()))
     for name, p in parsers:
         for act in p._actions:
             if isinstance(act, argparse._HelpAction | argparse._SubParsersAction):
