@@ -36,8 +36,9 @@ from ..progress import Heartbeat
 STAGED_ONLY_ENV = "NUMA_LB_STAGED_ONLY"
 # README (gem5) and configs/README.md: one boot per boot shape
 CHECKPOINT_TYPICAL = (
-    "the atomic boot of 4 x 1 cores took 9 min 52 s on the 2-core development machine, "
-    "a 4 x 2 boot about 10 min; more cores boot longer"
+    "the atomic boot of 4 x 1 cores took 9 min 52 s on the first 2-core development VM "
+    "and a 4 x 2 boot about 12 min; on its successor (2026-12-07) a 4 x 2 boot takes "
+    "about 23 min of a core and a 4 x 8 boot 29 min"
 )
 DONE = "DONE"
 OWNER = ".owner"
