@@ -295,9 +295,10 @@ def test_bad_flags_name_the_parameter(tmp_path: Path) -> None:
 
 
 def test_the_shipped_calibration_applies_only_to_the_machine_it_was_measured_on() -> None:
-    """The 4x1 table was measured on 4 x 1 cores at 2.8 GHz, probe filter on, with gem5's
-    16 B/cycle links: used there, refused on any other machine (naming the condition)."""
-    (path,) = options.CALIBRATION_DIR.glob("4x1-*.csv")
+    """The 4x1 bw160 table was measured on 4 x 1 cores at 2.8 GHz, probe filter on, with
+    gem5's 16 B/cycle links: used there, refused on any other machine (naming the
+    condition). The default 4 x 1 machine (HT3 links) has its own table since 2026-12-07."""
+    path = options.CALIBRATION_DIR / "4x1-2800MHz-pf1-bw160-DDR3_1600_8x8-full.csv"
     table = options.load_calibration(path)
     assert table is not None and dict(table.conditions)["cores_per_socket"] == "1"
     measured_on = ("--sockets", "4", "--cores-per-socket", "1", "--link-bandwidth", "44.8")
@@ -305,7 +306,7 @@ def test_the_shipped_calibration_applies_only_to_the_machine_it_was_measured_on(
     assert topo.link_latency().source == str(path)
     for other, condition in (
         (("--cores-per-socket", "2", "--link-bandwidth", "44.8"), "cores_per_socket"),
-        (("--cores-per-socket", "1"), "link_bandwidth_factor"),  # the HT3 default
+        (("--cores-per-socket", "1", "--link-bandwidth", "25.6"), "link_bandwidth_factor"),
         (("--cores-per-socket", "1", "--link-bandwidth", "44.8", "--no-probe-filter"),
          "probe_filter"),
         (("--cores-per-socket", "1", "--link-bandwidth", "44.8", "--cpu-clock", "2GHz"),
@@ -328,6 +329,9 @@ def test_the_shipped_calibration_applies_only_to_the_machine_it_was_measured_on(
     # the 4x2 table (HT3 link bandwidth) serves 4x2 only, never the 4x1 one
     t42 = options.calibration_for(sockets=4, cores_per_socket=2)
     assert t42 is not None and t42 != table
+    # the default 4 x 1 machine (HT3 links) resolves with its own (transferred) table
+    t41 = options.calibration_for(sockets=4, cores_per_socket=1)
+    assert t41 is not None and t41 != table and "bw46" in t41.source
     assert dict(t42.conditions)["cores_per_socket"] == "2"
 
 
